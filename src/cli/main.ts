@@ -1,0 +1,24 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import { stackCommand } from './stack-commands';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { version } = require('../../package.json') as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('outbox')
+    .description('outbox-router: the transactional outbox on PostgreSQL, Debezium and Kafka, deployed, watched and debugged with one tool.')
+    .version(version)
+    .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']).default('info'))
+    .addOption(new Option('--log-format <format>', 'json for machines, pretty for people (default: pretty on a terminal)').choices(['json', 'pretty']))
+    .showHelpAfterError('(run with --help for usage)');
+  program.addCommand(stackCommand());
+  return program;
+}
+
+if (require.main === module) {
+  buildProgram().parseAsync(process.argv).catch((error: unknown) => {
+    process.stderr.write(`outbox: ${(error as Error)?.message ?? String(error)}\n`);
+    process.exitCode = 1;
+  });
+}

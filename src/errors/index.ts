@@ -1,0 +1,41 @@
+/**
+ * The one error type of outbox-router. Every code has a row in docs/errors.md saying how to fix it;
+ * messages name the bad value and the fix, so a CLI can print `message` and nothing else.
+ */
+export const ERROR_CODES = [
+  'CONFIG_INVALID',
+  'STACK_JAVA_MISSING',
+  'STACK_MAVEN_MISSING',
+  'STACK_POSTGRES_MISSING',
+  'STACK_PORT_IN_USE',
+  'STACK_DOWNLOAD_FAILED',
+  'STACK_SERVICE_FAILED',
+  'STACK_NOT_READY',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export interface OutboxErrorOptions {
+  retriable?: boolean;
+  cause?: unknown;
+  /** Machine-readable facts for logs and `--json` output. Never put secrets here. */
+  details?: Record<string, unknown>;
+}
+
+export class OutboxError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(code: ErrorCode, message: string, options: OutboxErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OutboxError';
+    this.code = code;
+    this.retriable = options.retriable ?? false;
+    this.details = Object.freeze({ ...(options.details ?? {}) });
+  }
+}
+
+export function isOutboxError(value: unknown, code?: ErrorCode): value is OutboxError {
+  return value instanceof OutboxError && (code === undefined || value.code === code);
+}
