@@ -18,6 +18,7 @@ module.exports = {
       testMatch: ['**/*.test.ts'],
       transform: { '^.+\\.ts$': tsJest },
       globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
       testTimeout: 60_000,
     },
   ],

@@ -1,0 +1,31 @@
+import { createStack, probeConnect, probeKafka, probePostgres, probeRegistry } from '../../src/stack';
+import { startComposeStack } from './containers';
+
+/**
+ * Integration tests run against the real stack. By default: the native stack (started here if it is
+ * not already answering on its ports). With STACK=containers and a Docker engine: docker-compose.yml
+ * through testcontainers, on the same host ports, so the suites do not change.
+ */
+export default async function globalSetup(): Promise<void> {
+  if (process.env.STACK === 'containers') {
+    await startComposeStack();
+    return;
+  }
+  const probes = { postgres: () => probePostgres(), kafka: probeKafka, connect: probeConnect, registry: probeRegistry };
+  const notReady: string[] = [];
+  for (const [name, probe] of Object.entries(probes)) {
+    await probe().catch(() => notReady.push(name));
+  }
+  if (notReady.length === 0) return;
+
+  process.stderr.write(`\n[integration] stack not ready (${notReady.join(', ')}): starting it with \`outbox stack up\`…\n`);
+  try {
+    const { totalMs } = await createStack().up((e) => process.stderr.write(`[integration]   ${e.step}: ${e.detail}\n`));
+    process.stderr.write(`[integration] stack ready in ${(totalMs / 1000).toFixed(1)} s\n`);
+  } catch (error) {
+    throw new Error(
+      `Integration tests need the local stack, and it could not be started:\n${(error as Error).message}\n\n` +
+        'Fix that, then run `npm run stack:up` until it reports "stack ready", and rerun the tests.',
+    );
+  }
+}

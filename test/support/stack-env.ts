@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { Client, type ClientConfig } from 'pg';
+import { POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../../src/stack/settings';
+
+export { stackUrls };
+
+/** A name no other test or run uses: topics, groups, slots, subjects. Lower case, `_`-free for Kafka. */
+export function randomName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/** Same, but a valid unquoted SQL identifier (slots allow only [a-z0-9_]). */
+export function randomIdentifier(prefix: string): string {
+  return randomName(prefix).replace(/-/g, '_');
+}
+
+export function pgConfig(database: string = POSTGRES.database): ClientConfig {
+  return { host: STACK_HOST, port: STACK_PORTS.postgres, user: POSTGRES.user, password: POSTGRES.password, database };
+}
+
+export async function withClient<T>(database: string, body: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client(pgConfig(database));
+  await client.connect();
+  try {
+    return await body(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export interface FreshDatabase {
+  name: string;
+  config: ClientConfig;
+  drop(): Promise<void>;
+}
+
+/** A new, empty database for one test file; `drop()` removes it even while clients are connected. */
+export async function freshDatabase(prefix = 't'): Promise<FreshDatabase> {
+  const name = randomIdentifier(prefix);
+  await withClient('postgres', (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
+  return {
+    name,
+    config: pgConfig(name),
+    drop: () =>
+      withClient('postgres', async (c) => {
+        // Slots block DROP DATABASE; a failed test may have left one.
+        await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [name]);
+        await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+      }).then(() => undefined),
+  };
+}
+
+export function testKafka(clientId = randomName('test')): Kafka {
+  return new Kafka({ clientId, brokers: stackUrls.kafkaBrokers, logLevel: logLevel.WARN, retry: { retries: 5 } });
+}
