@@ -9,7 +9,8 @@ export function buildProgram(): Command {
   const program = new Command('outbox')
     .description('outbox-router: the transactional outbox on PostgreSQL, Debezium and Kafka, deployed, watched and debugged with one tool.')
     .version(version)
-    .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']).default('info'))
+    .addOption(new Option('--log-level <level>', 'log level (default: $LOG_LEVEL or info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']))
+    // no default here: LOG_LEVEL applies when the flag is absent
     .addOption(new Option('--log-format <format>', 'json for machines, pretty for people (default: pretty on a terminal)').choices(['json', 'pretty']))
     .showHelpAfterError('(run with --help for usage)');
   program.addCommand(stackCommand());

@@ -22,7 +22,13 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<number
       const code = await body(...args);
       process.exitCode = typeof code === 'number' ? code : 0;
     } catch (error) {
-      if (isOutboxError(error)) {
+      const fsError = error as NodeJS.ErrnoException;
+      if (!isOutboxError(error) && fsError?.path && ['EACCES', 'EPERM', 'EROFS', 'ENOSPC'].includes(fsError.code ?? '')) {
+        process.stderr.write(
+          `outbox: cannot write ${fsError.path} (${fsError.code}). Make it writable, free disk space, or point ` +
+            'OUTBOX_STACK_DIR / OUTBOX_CACHE_DIR elsewhere.\n',
+        );
+      } else if (isOutboxError(error)) {
         process.stderr.write(`outbox: ${error.message}\n(error code ${error.code}; see docs/errors.md)\n`);
       } else {
         process.stderr.write(`outbox: unexpected failure, please report it: ${(error as Error)?.stack ?? String(error)}\n`);

@@ -8,12 +8,13 @@ export const stackConfigSchema = z
   .object({
     stateDir: z.string().min(1).default(defaultStateDir),
     cacheDir: z.string().min(1).default(defaultCacheDir),
-    /** JDK for Kafka and Connect (17+); default: $JAVA_HOME, then the `java` on PATH. */
+    /** JDK for Kafka and Connect (17+); default: $JAVA_HOME, the `java` on PATH, then /usr/lib/jvm/*. */
     javaHome: z.string().min(1).optional(),
     /** JDK for Apicurio Registry 3.3, whose classes need Java 21+; default: the first 21+ JDK found. */
     registryJavaHome: z.string().min(1).optional(),
     heap: z
       .object({ kafka: heap.default('768m'), connect: heap.default('768m'), registry: heap.default('384m') })
+      .strict()
       .prefault({}),
     readyTimeoutMs: z.number().int().positive().default(120_000),
   })
@@ -33,11 +34,26 @@ export function stackOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Stack
   return options;
 }
 
+const ENV_NAMES: Record<string, string> = {
+  stateDir: 'OUTBOX_STACK_DIR',
+  cacheDir: 'OUTBOX_CACHE_DIR',
+  javaHome: 'JAVA_HOME',
+  registryJavaHome: 'OUTBOX_REGISTRY_JAVA_HOME',
+  readyTimeoutMs: 'OUTBOX_STACK_READY_TIMEOUT_MS',
+};
+
 export function resolveStackConfig(options: StackOptions = {}): StackConfig {
-  const parsed = stackConfigSchema.safeParse({ ...stackOptionsFromEnv(), ...options });
+  const fromEnv = stackOptionsFromEnv();
+  const parsed = stackConfigSchema.safeParse({ ...fromEnv, ...options });
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    const issues = parsed.error.issues
+      .map((i) => {
+        const key = String(i.path[0] ?? '');
+        const viaEnv = key in fromEnv && !(key in options) && ENV_NAMES[key] ? ` (from ${ENV_NAMES[key]}=${process.env[ENV_NAMES[key]]})` : '';
+        return `${i.path.join('.') || '(root)'}${viaEnv}: ${i.message}`;
+      })
+      .join('; ');
     throw new OutboxError('CONFIG_INVALID', `Invalid stack settings: ${issues}.`, { details: { issues: parsed.error.issues } });
   }
-  return Object.freeze(parsed.data);
+  return Object.freeze({ ...parsed.data, heap: Object.freeze(parsed.data.heap) });
 }

@@ -6,6 +6,7 @@ import { run, which } from './processes';
 import { STACK_VERSIONS } from './settings';
 
 const COMPLETE = '.complete';
+const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 
 export interface JarSet {
   name: string;
@@ -39,11 +40,14 @@ export function jarSets(paths: StackPaths): JarSet[] {
         // because resolving the app's own dependencies fails (some are not on Maven Central).
         const artifact = `io.apicurio:apicurio-registry-app:${STACK_VERSIONS.apicurio}:tar.gz:all`;
         const download = join(tmp, '.download');
-        maven(mvn, ['dependency:copy', `-Dartifact=${artifact}`, `-DoutputDirectory=${download}`], artifact);
+        // Fully qualified and run from the empty temp folder: no project pom around, the same pinned plugin as the poms.
+        maven(mvn, [`${DEPENDENCY_PLUGIN}:copy`, `-Dartifact=${artifact}`, `-DoutputDirectory=${download}`], artifact, tmp);
         const tarball = readdirSync(download).find((f) => f.endsWith('.tar.gz'));
         if (!tarball) throw downloadError(artifact, 'Maven finished but left no .tar.gz');
         const untar = run('tar', ['-xzf', join(download, tarball), '-C', tmp]);
-        if (untar.status !== 0) throw downloadError(artifact, untar.output);
+        if (untar.status !== 0) {
+          throw new OutboxError('STACK_DOWNLOAD_FAILED', `Unpacking ${tarball} with tar failed (is tar installed? \`apt-get install -y tar\`): ${untar.output.trim()}`);
+        }
         rmSync(download, { recursive: true, force: true });
         if (!existsSync(join(tmp, 'quarkus-run.jar'))) throw downloadError(artifact, 'the tarball has no quarkus-run.jar');
       },
@@ -85,8 +89,8 @@ export function ensureJars(paths: StackPaths, onFetch: (name: string) => void = 
   return missing.map((m) => m.name);
 }
 
-function maven(mvn: string, args: string[], what: string): void {
-  const result = run(mvn, ['-B', '-q', '-ntp', ...args]);
+function maven(mvn: string, args: string[], what: string, cwd?: string): void {
+  const result = run(mvn, ['-B', '-q', '-ntp', ...args], { cwd });
   if (result.status !== 0) throw downloadError(what, result.output);
 }
 

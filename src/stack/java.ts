@@ -62,7 +62,7 @@ export function findJava(component: string, minMajor: number, explicitHome?: str
     if (!runtime || runtime.major < minMajor) {
       throw new OutboxError(
         'STACK_JAVA_MISSING',
-        `${component} needs Java ${minMajor} or newer, but ${envName ?? 'the configured Java home'}=${explicitHome} ` +
+        `${component}: needs Java ${minMajor} or newer, but ${envName ?? 'the configured Java home'}=${explicitHome} ` +
           `${runtime ? `is Java ${runtime.version}` : 'has no bin/java'}. Point it at a JDK ${minMajor}+ (ls /usr/lib/jvm).`,
       );
     }
@@ -74,8 +74,8 @@ export function findJava(component: string, minMajor: number, explicitHome?: str
     const found = runtimes.map((r) => `${r.home} (${r.version})`).join(', ') || 'none';
     throw new OutboxError(
       'STACK_JAVA_MISSING',
-      `${component} needs Java ${minMajor} or newer; found: ${found}. Install one ` +
-        `(e.g. \`apt-get install openjdk-${minMajor}-jre-headless\` where Debian has it, or a Temurin JDK under /usr/lib/jvm)` +
+      `${component}: needs Java ${minMajor} or newer; found: ${found}. Install one ` +
+        `(a Temurin or OpenJDK ${minMajor}+ under /usr/lib/jvm; Debian 12 packages only OpenJDK 17)` +
         `${envName ? ` and/or set ${envName} to its home` : ''}.`,
     );
   }

@@ -26,8 +26,11 @@ export function spawnDetached(spec: DetachedProcess): number {
       detached: true,
       stdio: ['ignore', fd, fd],
     });
+    // Without a listener, a failed spawn (ENOENT, EACCES) is an unhandled 'error' event that kills us
+    // on the next tick, before the caller can report anything.
+    child.once('error', () => {});
     if (child.pid === undefined) {
-      throw new OutboxError('STACK_SERVICE_FAILED', `Could not start ${spec.command}: the OS gave no process id. Check that it exists and is executable.`);
+      throw new OutboxError('STACK_SERVICE_FAILED', `Could not start ${spec.command}: it does not exist or is not executable. Check the path (and JAVA_HOME).`);
     }
     child.unref();
     writeFileSync(spec.pidFile, `${child.pid}\n`);
@@ -74,6 +77,17 @@ export function ownedPid(pidFile: string, marker: string): number | undefined {
   const pid = readPid(pidFile);
   if (pid === undefined || !isAlive(pid)) return undefined;
   return commandLine(pid).includes(marker) ? pid : undefined;
+}
+
+/** Live processes whose command line contains every one of `needles` (a pid-file-free lookup). */
+export function findProcesses(...needles: string[]): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const cmd = commandLine(Number(entry));
+    if (cmd && needles.every((n) => cmd.includes(n)) && isAlive(Number(entry))) found.push(Number(entry));
+  }
+  return found;
 }
 
 /** SIGTERM, then SIGKILL after `graceMs`. Resolves once the process is gone. */
@@ -135,7 +149,7 @@ export function tailLines(path: string, lines: number): string[] {
   const text = readFileSync(path, 'utf8');
   const all = text.split('\n');
   if (all[all.length - 1] === '') all.pop();
-  return all.slice(-lines);
+  return lines > 0 ? all.slice(-lines) : [];
 }
 
 /** True when something already accepts connections or holds the address `host:port`. */

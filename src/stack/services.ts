@@ -23,6 +23,13 @@ export function stackMarker(paths: StackPaths): string {
   return `-Doutbox.stack.dir=${paths.stateDir}`;
 }
 
+/** A fragment of each service's command line: with the marker, finds our JVM when its pid file is gone. */
+export const MAIN_NEEDLES: Readonly<Record<JvmServiceName, string>> = {
+  kafka: 'kafka.Kafka ',
+  registry: 'quarkus-run.jar',
+  connect: 'org.apache.kafka.connect.cli.ConnectDistributed',
+};
+
 const G1 = ['-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20', '-XX:+ExitOnOutOfMemoryError', '-Djava.awt.headless=true'];
 
 export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRuntime, registryJava: JavaRuntime): JvmService[] {

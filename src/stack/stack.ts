@@ -8,8 +8,8 @@ import { findJava, type JavaRuntime } from './java';
 import { stackPaths, type StackPaths } from './paths';
 import * as pg from './postgres';
 import { describeFailure, probePostgres, type Probe } from './probes';
-import { isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, stopProcess, tailLines, treeRssBytes } from './processes';
-import { jvmServices, stackMarker, type JvmService } from './services';
+import { findProcesses, isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, stopProcess, tailLines, treeRssBytes } from './processes';
+import { jvmServices, MAIN_NEEDLES, stackMarker, type JvmService, type JvmServiceName } from './services';
 import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from './settings';
 import { renderTemplateFile } from './template';
 
@@ -117,7 +117,30 @@ export function createStack(options: StackOptions = {}): Stack {
       }
       await sleep(250);
     }
-    throw serviceFailure(service, logFile, `was not ready after ${config.readyTimeoutMs / 1000} s (last probe: ${last})`);
+    const timeout = serviceFailure(service, logFile, `was not ready after ${config.readyTimeoutMs / 1000} s (last probe: ${last})`);
+    throw new OutboxError('STACK_NOT_READY', timeout.message, { retriable: true, details: timeout.details });
+  }
+
+  /** Our running JVM for a service: by its pid file, else by the marker on its command line. */
+  function runningPid(name: JvmServiceName): number | undefined {
+    const marker = stackMarker(paths);
+    const pidFile = join(paths.pidDir, `${name}.pid`);
+    const pid = ownedPid(pidFile, marker) ?? findProcesses(marker, MAIN_NEEDLES[name])[0];
+    if (pid !== undefined && ownedPid(pidFile, marker) === undefined) {
+      mkdirSync(paths.pidDir, { recursive: true });
+      writeFileSync(pidFile, `${pid}\n`);
+    }
+    return pid;
+  }
+
+  /** Every port a service we will start needs, checked before anything starts: fail in 1 s, not 20. */
+  async function preflightPorts(jvms: JvmService[]): Promise<void> {
+    const install = pg.findPostgres();
+    const pgUp = install !== undefined && pg.postgresRunning(install, pg.postgresLayout(paths));
+    if (!pgUp) await assertPortsFree('postgres', [STACK_PORTS.postgres], pg.postgresLayout(paths).logFile);
+    for (const service of jvms) {
+      if (runningPid(service.name) === undefined) await assertPortsFree(service.name, service.ports, service.logFile);
+    }
   }
 
   async function upPostgres(): Promise<string> {
@@ -132,7 +155,7 @@ export function createStack(options: StackOptions = {}): Stack {
         throw serviceFailure('postgres', layout.logFile, `did not start (${(error as Error).message.split('\n')[0]})`);
       }
     }
-    await waitReady('postgres', () => probePostgres('postgres'), layout.logFile);
+    await waitReady('postgres', () => probePostgres('postgres'), layout.logFile, pg.postgresPid(layout));
     await pg.ensureAppDatabase();
     const fact = await probePostgres();
     return `${fact}${created ? ', new cluster' : ''} (port ${STACK_PORTS.postgres}, database ${POSTGRES.database})`;
@@ -149,7 +172,7 @@ export function createStack(options: StackOptions = {}): Stack {
 
   /** Starts a JVM service unless ours is already running; returns its pid and whether we started it. */
   async function startJvm(service: JvmService): Promise<{ pid: number; started: boolean }> {
-    const existing = ownedPid(service.pidFile, stackMarker(paths));
+    const existing = runningPid(service.name);
     if (existing !== undefined) return { pid: existing, started: false };
     removeFile(service.pidFile);
     await assertPortsFree(service.name, service.ports, service.logFile);
@@ -163,7 +186,9 @@ export function createStack(options: StackOptions = {}): Stack {
     paths,
 
     logFile(name) {
-      if (name === 'postgres') return pg.postgresLayout(paths).logFile;
+      if (name === 'postgres') {
+        return existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths).logFile : join(paths.stateDir, 'postgres', 'postgres.log');
+      }
       return join(paths.logDir, `${name}.log`);
     },
 
@@ -178,6 +203,7 @@ export function createStack(options: StackOptions = {}): Stack {
       const jvms = services();
       step('java', `Kafka/Connect on Java ${jvms[0]?.java.version} (${jvms[0]?.java.home}); registry on Java ${jvms[1]?.java.version}`);
       const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
+      await preflightPorts(jvms);
       step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
       renderConfigs();
       step('postgres', await upPostgres());
@@ -197,11 +223,10 @@ export function createStack(options: StackOptions = {}): Stack {
     },
 
     async down({ clean = false } = {}, onStep = () => {}) {
-      const marker = stackMarker(paths);
       for (const name of ['connect', 'registry', 'kafka'] as const) {
         const t = Date.now();
         const pidFile = join(paths.pidDir, `${name}.pid`);
-        const pid = ownedPid(pidFile, marker);
+        const pid = runningPid(name);
         const outcome = pid === undefined ? 'not running' : await stopProcess(pid, name === 'connect' ? 30_000 : 20_000);
         removeFile(pidFile);
         onStep({ step: name, ms: Date.now() - t, detail: outcome === 'absent' ? 'not running' : outcome });
@@ -209,6 +234,9 @@ export function createStack(options: StackOptions = {}): Stack {
       const t = Date.now();
       const install = pg.findPostgres();
       const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
+      if (clean && layout && !install && existsSync(join(layout.dataDir, 'postmaster.pid'))) {
+        throw new OutboxError('STACK_POSTGRES_MISSING', `Cannot stop the cluster in ${layout.dataDir}: no PostgreSQL binaries under /usr/lib/postgresql. Refusing --clean while it may run; stop it by hand first.`);
+      }
       const stopped = install && layout ? pg.stopPostgres(install, layout) : false;
       onStep({ step: 'postgres', ms: Date.now() - t, detail: stopped ? 'stopped' : 'not running' });
       if (clean) {
@@ -219,7 +247,6 @@ export function createStack(options: StackOptions = {}): Stack {
     },
 
     async status() {
-      const marker = stackMarker(paths);
       const quick = async (probe: Probe): Promise<{ ready: boolean; detail: string }> => {
         try {
           return { ready: true, detail: await probe() };
@@ -248,7 +275,7 @@ export function createStack(options: StackOptions = {}): Stack {
       }
       for (const name of ['kafka', 'registry', 'connect'] as const) {
         const service = jvms.find((s) => s.name === name);
-        const pid = ownedPid(join(paths.pidDir, `${name}.pid`), marker);
+        const pid = runningPid(name);
         const probeResult = service && pid !== undefined ? await quick(service.probe) : { ready: false, detail: 'not running' };
         out.push({
           name,

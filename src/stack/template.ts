@@ -4,7 +4,7 @@ import { OutboxError } from '../errors';
 /** Fills `${name}` placeholders; a placeholder without a value is an error, never left in place. */
 export function renderTemplate(text: string, values: Readonly<Record<string, string | number>>, source = 'template'): string {
   return text.replace(/\$\{([A-Za-z][A-Za-z0-9]*)\}/g, (_match, key: string) => {
-    const value = values[key];
+    const value = Object.hasOwn(values, key) ? values[key] : undefined;
     if (value === undefined) {
       throw new OutboxError('CONFIG_INVALID', `${source} uses \${${key}}, which has no value. Known: ${Object.keys(values).join(', ')}.`);
     }
