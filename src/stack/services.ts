@@ -3,7 +3,7 @@ import type { StackConfig } from './config';
 import type { JavaRuntime } from './java';
 import type { StackPaths } from './paths';
 import { probeConnect, probeKafka, probeRegistry, type Probe } from './probes';
-import { STACK_HOST, STACK_PORTS } from './settings';
+import { LOCAL_ROLE_PASSWORDS, STACK_HOST, STACK_PORTS } from './settings';
 
 export type JvmServiceName = 'kafka' | 'connect' | 'registry';
 
@@ -16,6 +16,7 @@ export interface JvmService {
   logFile: string;
   pidFile: string;
   probe: Probe;
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Marks our JVMs' command lines, so `down` never kills a process that merely reuses an old pid. */
@@ -69,6 +70,8 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
         '-cp', join(paths.kafkaLibDir, '*'), 'org.apache.kafka.connect.cli.ConnectDistributed',
         join(paths.configDir, 'connect-distributed.properties')],
       probe: probeConnect,
+      // Resolved by the worker's EnvVarConfigProvider; never stored in a connector config.
+      env: { ...process.env, OUTBOX_CDC_PASSWORD: process.env.OUTBOX_CDC_PASSWORD || LOCAL_ROLE_PASSWORDS.cdc },
       ...file('connect'),
     },
   ];

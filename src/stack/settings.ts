@@ -38,6 +38,17 @@ export const POSTGRES = Object.freeze({
   maxConnections: 200,
 });
 
+/**
+ * Development passwords of the roles `db:provision` creates on the local stack. Production sets its
+ * own through OUTBOX_*_PASSWORD. The Connect worker of the local stack gets the CDC one in its
+ * environment, so connector configs can reference it as ${env:OUTBOX_CDC_PASSWORD}.
+ */
+export const LOCAL_ROLE_PASSWORDS = Object.freeze({
+  cdc: 'outbox-cdc-local',
+  app: 'outbox-app-local',
+  monitor: 'outbox-monitor-local',
+});
+
 export const KAFKA = Object.freeze({
   /** A fixed KRaft cluster id (22-char base64url UUID) so `format --ignore-formatted` is idempotent. */
   clusterId: 'b3V0Ym94LXJvdXRlci0xAQ',

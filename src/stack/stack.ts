@@ -177,7 +177,7 @@ export function createStack(options: StackOptions = {}): Stack {
     removeFile(service.pidFile);
     await assertPortsFree(service.name, service.ports, service.logFile);
     if (service.name === 'kafka') formatKafka(service);
-    const pid = spawnDetached({ command: service.java.bin, args: service.args, logFile: service.logFile, pidFile: service.pidFile, cwd: paths.stateDir });
+    const pid = spawnDetached({ command: service.java.bin, args: service.args, logFile: service.logFile, pidFile: service.pidFile, cwd: paths.stateDir, env: service.env });
     return { pid, started: true };
   }
 

@@ -1,0 +1,2 @@
+export { loadConfig, redactConfig, ENV_SETTINGS, type LoadConfigOptions } from './load';
+export { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';

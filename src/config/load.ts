@@ -1,0 +1,159 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { OutboxError } from '../errors';
+import { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
+
+type Source = { kind: 'env'; name: string } | { kind: 'file'; path: string } | { kind: 'option' };
+
+/** Environment variables read by loadConfig, and the setting each one feeds. */
+export const ENV_SETTINGS: ReadonlyArray<{ env: string; path: string[]; type?: 'number' | 'list' | 'boolean' }> = [
+  { env: 'PGHOST', path: ['database', 'host'] },
+  { env: 'PGPORT', path: ['database', 'port'], type: 'number' },
+  { env: 'PGDATABASE', path: ['database', 'database'] },
+  { env: 'PGUSER', path: ['database', 'user'] },
+  { env: 'PGPASSWORD', path: ['database', 'password'] },
+  { env: 'OUTBOX_DB_SSL', path: ['database', 'ssl'], type: 'boolean' },
+  { env: 'OUTBOX_SCHEMA', path: ['outbox', 'schema'] },
+  { env: 'OUTBOX_TABLE', path: ['outbox', 'table'] },
+  { env: 'OUTBOX_INBOX_TABLE', path: ['outbox', 'inboxTable'] },
+  { env: 'OUTBOX_PUBLICATION', path: ['outbox', 'publication'] },
+  { env: 'OUTBOX_MAX_PAYLOAD_BYTES', path: ['outbox', 'maxPayloadBytes'], type: 'number' },
+  { env: 'OUTBOX_CDC_ROLE', path: ['roles', 'cdc'] },
+  { env: 'OUTBOX_CDC_PASSWORD', path: ['roles', 'cdcPassword'] },
+  { env: 'OUTBOX_APP_ROLE', path: ['roles', 'app'] },
+  { env: 'OUTBOX_APP_PASSWORD', path: ['roles', 'appPassword'] },
+  { env: 'OUTBOX_MONITOR_ROLE', path: ['roles', 'monitor'] },
+  { env: 'OUTBOX_MONITOR_PASSWORD', path: ['roles', 'monitorPassword'] },
+  { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], type: 'list' },
+  { env: 'OUTBOX_REGISTRY_URL', path: ['registry', 'url'] },
+  { env: 'OUTBOX_REGISTRY_USERNAME', path: ['registry', 'username'] },
+  { env: 'OUTBOX_REGISTRY_PASSWORD', path: ['registry', 'password'] },
+  { env: 'OUTBOX_CONNECT_URL', path: ['connect', 'url'] },
+  { env: 'OUTBOX_CONNECT_USERNAME', path: ['connect', 'username'] },
+  { env: 'OUTBOX_CONNECT_PASSWORD', path: ['connect', 'password'] },
+  { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
+  { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
+];
+
+const SECRET_KEY = /password|secret|token/i;
+
+export interface LoadConfigOptions {
+  /** Settings from code or CLI flags: they win over everything else. */
+  overrides?: OutboxOptions;
+  /** A JSON or YAML file (`--config`). */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+type Tree = Record<string, unknown>;
+
+function setPath(tree: Tree, path: readonly string[], value: unknown): void {
+  let node = tree;
+  for (const key of path.slice(0, -1)) {
+    if (typeof node[key] !== 'object' || node[key] === null) node[key] = {};
+    node = node[key] as Tree;
+  }
+  node[path[path.length - 1] as string] = value;
+}
+
+function deepMerge(base: Tree, over: Tree): Tree {
+  const out: Tree = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    if (value === undefined) continue;
+    const prev = out[key];
+    out[key] =
+      value && typeof value === 'object' && !Array.isArray(value) && prev && typeof prev === 'object' && !Array.isArray(prev)
+        ? deepMerge(prev as Tree, value as Tree)
+        : value;
+  }
+  return out;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function readConfigFile(path: string): Tree {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `Cannot read the config file ${path}: ${(error as Error).message}. Check the --config path.`, { cause: error });
+  }
+  try {
+    const parsed: unknown = parseYaml(text);
+    if (parsed === null || parsed === undefined) return {};
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('the top level must be a mapping of sections (database, outbox, connector, …)');
+    return parsed as Tree;
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `The config file ${path} is not valid JSON or YAML: ${(error as Error).message}.`, { cause: error });
+  }
+}
+
+/**
+ * Resolves the configuration once: schema defaults < file < environment < overrides. Every invalid
+ * field is reported in one error, with where it came from; secret values are never echoed.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
+  const env = options.env ?? process.env;
+  const sources = new Map<string, Source>();
+  let tree: Tree = {};
+
+  if (options.file) {
+    const fromFile = readConfigFile(options.file);
+    tree = deepMerge(tree, fromFile);
+    const mark = (node: Tree, prefix: string[]) => {
+      for (const [k, v] of Object.entries(node)) {
+        const p = [...prefix, k];
+        if (v && typeof v === 'object' && !Array.isArray(v)) mark(v as Tree, p);
+        else sources.set(p.join('.'), { kind: 'file', path: options.file as string });
+      }
+    };
+    mark(fromFile, []);
+  }
+
+  const fromEnv: Tree = {};
+  for (const setting of ENV_SETTINGS) {
+    const raw = env[setting.env];
+    if (raw === undefined || raw === '') continue;
+    let value: unknown = raw;
+    if (setting.type === 'number') value = /^-?\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw) : raw;
+    if (setting.type === 'list') value = raw.split(',').map((s) => s.trim()).filter(Boolean);
+    if (setting.type === 'boolean') value = ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase()) ? true : ['0', 'false', 'no', 'off'].includes(raw.toLowerCase()) ? false : raw;
+    setPath(fromEnv, setting.path, value);
+    sources.set(setting.path.join('.'), { kind: 'env', name: setting.env });
+  }
+  tree = deepMerge(tree, fromEnv);
+  tree = deepMerge(tree, (options.overrides ?? {}) as Tree);
+
+  const parsed = outboxConfigSchema.safeParse(tree);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const path = issue.path.map(String).join('.');
+      const source = sources.get(path);
+      const where = source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : '';
+      const value = issue.path.reduce<unknown>((node, key) => (node as Tree | undefined)?.[key as string], tree);
+      const shown = SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${JSON.stringify(value)}`;
+      return `  - ${path || '(top level)'}${where}: ${issue.message}${shown}`;
+    });
+    throw new OutboxError('CONFIG_INVALID', `Invalid configuration; nothing was changed:\n${lines.join('\n')}`, {
+      details: { fields: parsed.error.issues.map((i) => i.path.join('.')) },
+    });
+  }
+  return deepFreeze(parsed.data);
+}
+
+/** A copy safe to print or log: every password/secret/token value replaced. */
+export function redactConfig<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(redactConfig) as T;
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== undefined ? '[redacted]' : redactConfig(v)]),
+    ) as T;
+  }
+  return value;
+}

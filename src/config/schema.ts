@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../stack/settings';
+
+/**
+ * Every setting of outbox-router. Defaults target the local stack, so a new user needs no
+ * configuration to try it. `OutboxOptions` is input (env, file, flags, code); `OutboxConfig` is the
+ * resolved, frozen result passed down to every part.
+ */
+
+/** SQL identifiers from configuration: plain names only, and escaped wherever they are used anyway. */
+const identifier = z
+  .string()
+  .min(1)
+  .max(63, 'PostgreSQL truncates identifiers longer than 63 bytes');
+
+/** Replication slot names allow lower-case letters, digits and underscores only (PostgreSQL's rule). */
+const slotName = z
+  .string()
+  .regex(/^[a-z0-9_]{1,63}$/, 'lower-case letters, digits and _ only, at most 63 characters (PostgreSQL slot naming rule)');
+
+const secret = z.string().min(1).optional();
+
+export const databaseSchema = z
+  .object({
+    host: z.string().min(1).default(STACK_HOST),
+    port: z.number().int().min(1).max(65535).default(STACK_PORTS.postgres),
+    database: z.string().min(1).default(POSTGRES.database),
+    /** The admin role: runs provisioning, owns the publication. */
+    user: z.string().min(1).default(POSTGRES.user),
+    password: secret.default(POSTGRES.password),
+    ssl: z.boolean().default(false),
+    statementTimeoutMs: z.number().int().positive().default(30_000),
+  })
+  .strict();
+
+export const outboxTablesSchema = z
+  .object({
+    schema: identifier.default('public'),
+    table: identifier.default('outbox'),
+    inboxTable: identifier.default('inbox'),
+    heartbeatTable: identifier.default('outbox_heartbeat'),
+    migrationsTable: identifier.default('outbox_migrations'),
+    publication: identifier.default('outbox_publication'),
+    /** Largest payload accepted at write time; Kafka's default record limit is 1 MiB. */
+    maxPayloadBytes: z.number().int().positive().max(100 * 1024 * 1024).default(900 * 1024),
+  })
+  .strict();
+
+export const rolesSchema = z
+  .object({
+    /** Debezium's role: LOGIN REPLICATION, SELECT on the published tables, nothing else. */
+    cdc: identifier.default('outbox_cdc'),
+    cdcPassword: secret.default(LOCAL_ROLE_PASSWORDS.cdc),
+    /** The application's role: may INSERT (and DELETE, for insert-then-delete) into the outbox. */
+    app: identifier.default('outbox_app'),
+    appPassword: secret.default(LOCAL_ROLE_PASSWORDS.app),
+    /** The watchdog's role: pg_monitor only. */
+    monitor: identifier.default('outbox_monitor'),
+    monitorPassword: secret.default(LOCAL_ROLE_PASSWORDS.monitor),
+  })
+  .strict();
+
+export const kafkaSchema = z
+  .object({
+    brokers: z.array(z.string().min(1)).min(1).default([...stackUrls.kafkaBrokers]),
+    clientId: z.string().min(1).default('outbox-router'),
+  })
+  .strict();
+
+export const registrySchema = z
+  .object({
+    url: z.string().url().default(stackUrls.registry),
+    username: z.string().min(1).optional(),
+    password: secret,
+  })
+  .strict();
+
+export const connectSchema = z
+  .object({
+    url: z.string().url().default(stackUrls.connect),
+    username: z.string().min(1).optional(),
+    password: secret,
+    requestTimeoutMs: z.number().int().positive().default(30_000),
+  })
+  .strict();
+
+export const connectorSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" and "-" only').default('outbox-connector'),
+    slotName: slotName.default('outbox_slot'),
+    /** Debezium's topic.prefix: names the heartbeat topic and Connect's internal naming. */
+    topicPrefix: z.string().regex(/^[A-Za-z0-9._-]+$/).default('outbox'),
+    /** Routed topics: `${routedByValue}` is the row's aggregate_type. */
+    topicReplacement: z.string().includes('${routedByValue}').default('outbox.event.${routedByValue}'),
+    /**
+     * How Connect gets the CDC role's password, as a config-provider reference resolved inside the
+     * worker: it never appears in the stored connector config. The local stack's worker has
+     * OUTBOX_CDC_PASSWORD in its environment.
+     */
+    passwordRef: z.string().regex(/^\$\{(env|file):[^}]+\}$/, 'a config provider reference such as ${env:OUTBOX_CDC_PASSWORD} or ${file:/path:key}').default('${env:OUTBOX_CDC_PASSWORD}'),
+    heartbeatIntervalMs: z.number().int().nonnegative().default(10_000),
+    /** Debezium waits this long for a batch to fill (default 500 ms): a latency floor. */
+    pollIntervalMs: z.number().int().positive().default(20),
+    maxBatchSize: z.number().int().positive().default(2048),
+    maxQueueSize: z.number().int().positive().default(8192),
+    /** Producer linger: batches records for throughput at a small latency cost. */
+    producerLingerMs: z.number().int().nonnegative().default(5),
+    deployTimeoutMs: z.number().int().positive().default(90_000),
+  })
+  .strict();
+
+export const outboxConfigSchema = z
+  .object({
+    database: databaseSchema.prefault({}),
+    outbox: outboxTablesSchema.prefault({}),
+    roles: rolesSchema.prefault({}),
+    kafka: kafkaSchema.prefault({}),
+    registry: registrySchema.prefault({}),
+    connect: connectSchema.prefault({}),
+    connector: connectorSchema.prefault({}),
+  })
+  .strict();
+
+export type OutboxOptions = z.input<typeof outboxConfigSchema>;
+export type OutboxConfig = Readonly<z.output<typeof outboxConfigSchema>>;
