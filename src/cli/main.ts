@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
+import { dbCommands } from './db-commands';
 import { stackCommand } from './stack-commands';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -14,6 +15,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--log-format <format>', 'json for machines, pretty for people (default: pretty on a terminal)').choices(['json', 'pretty']))
     .showHelpAfterError('(run with --help for usage)');
   program.addCommand(stackCommand());
+  for (const command of dbCommands()) program.addCommand(command);
   return program;
 }
 

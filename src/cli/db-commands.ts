@@ -1,0 +1,35 @@
+import { Command } from 'commander';
+import { provision } from '../provision';
+import { configFrom, withConfigOption } from './config-option';
+import { action, loggerFor } from './run-command';
+
+export function dbCommands(): Command[] {
+  const provisionCommand = withConfigOption(
+    new Command('db:provision').description(
+      'Prepare PostgreSQL for the outbox (idempotent): preflight checks (wal_level, free slots and WAL senders, version, rights), ' +
+        'then in one locked transaction the numbered migrations (outbox, inbox, heartbeat tables, publication) and the CDC, application and monitoring roles.',
+    ),
+  )
+    .option('--dry-run', 'run everything inside a transaction, report it, and roll back', false)
+    .option('--json', 'print the report as JSON', false)
+    .action(
+      action(async (opts: { dryRun: boolean; json: boolean }, command: Command) => {
+        const log = loggerFor(command);
+        const report = await provision(configFrom(command), { log, dryRun: opts.dryRun });
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+          return;
+        }
+        const lines = [
+          `database ${report.database} (PostgreSQL ${report.preflight.version}, wal_level=${report.preflight.walLevel}, ` +
+            `slots ${report.preflight.slots.used}/${report.preflight.slots.max}, WAL senders ${report.preflight.walSenders.used}/${report.preflight.walSenders.max})`,
+          report.applied.length ? `applied: ${report.applied.join(', ')}` : `up to date (${report.alreadyApplied.length} migrations already applied)`,
+          report.rolesCreated.length ? `roles created: ${report.rolesCreated.join(', ')}` : 'roles: present',
+          report.passwordsSet.length ? `passwords set: ${report.passwordsSet.join(', ')}` : 'passwords: unchanged',
+          report.dryRun ? 'DRY RUN: everything above was rolled back' : 'committed',
+        ];
+        process.stdout.write(`${lines.join('\n')}\n`);
+      }),
+    );
+  return [provisionCommand];
+}

@@ -1,0 +1,62 @@
+import { Client, escapeIdentifier, type ClientConfig } from 'pg';
+import type { OutboxConfig } from '../config';
+import { OutboxError } from '../errors';
+
+export { escapeIdentifier };
+
+/** `"schema"."table"`, each part escaped: configuration never reaches SQL unescaped. */
+export function qualified(schema: string, name: string): string {
+  return `${escapeIdentifier(schema)}.${escapeIdentifier(name)}`;
+}
+
+export function clientConfig(database: OutboxConfig['database'], overrides: Partial<ClientConfig> = {}): ClientConfig {
+  return {
+    host: database.host,
+    port: database.port,
+    database: database.database,
+    user: database.user,
+    password: database.password,
+    ssl: database.ssl ? { rejectUnauthorized: true } : undefined,
+    statement_timeout: database.statementTimeoutMs,
+    connectionTimeoutMillis: 10_000,
+    application_name: 'outbox-router',
+    ...overrides,
+  };
+}
+
+/** Connects, runs `body`, always disconnects. Connection failures name the target and the fix. */
+export async function withClient<T>(config: ClientConfig, body: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client(config);
+  try {
+    await client.connect();
+  } catch (error) {
+    throw connectionError(config, error);
+  }
+  try {
+    return await body(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+export function connectionError(config: ClientConfig, error: unknown): OutboxError {
+  const err = error as { code?: string; message?: string };
+  const target = `${config.user}@${config.host}:${config.port}/${config.database}`;
+  const hint =
+    err.code === '28P01' || err.code === '28000'
+      ? 'Check the user and password (PGUSER / PGPASSWORD or the database section of --config).'
+      : err.code === '3D000'
+        ? 'Create the database, or set PGDATABASE to an existing one.'
+        : 'Check that PostgreSQL runs and accepts TCP connections there (`npm run stack:up` for the local stack).';
+  return new OutboxError('DB_UNAVAILABLE', `Cannot connect to PostgreSQL as ${target}: ${err.message ?? String(error)}. ${hint}`, {
+    retriable: !['28P01', '28000', '3D000'].includes(err.code ?? ''),
+    cause: error,
+    details: { code: err.code },
+  });
+}
+
+/** The pg error code (SQLSTATE) of an error, if it is one: branch on this, never on message text. */
+export function pgCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}

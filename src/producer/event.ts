@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import { OutboxError } from '../errors';
+
+export const CONTENT_TYPES = ['application/vnd.apache.avro+binary', 'application/json'] as const;
+export type ContentType = (typeof CONTENT_TYPES)[number];
+
+/** Header names the pipeline sets itself (the SMT sets `id`); user headers may not shadow them. */
+export const RESERVED_HEADERS = ['id', 'eventType', 'contentType', 'traceparent', 'headers'];
+
+/** An event as the application hands it to writeEvent. */
+export interface OutboxEvent<P = unknown> {
+  /** UUID; generated when absent. It is the `id` header and the consumer's deduplication key. */
+  id?: string;
+  /** Routes the event: topic `outbox.event.<aggregateType>`. */
+  aggregateType: string;
+  /** The Kafka key: events of one aggregate stay in order. */
+  aggregateId: string;
+  /** The event type, e.g. OrderCreated; with Avro it names schemas/<aggregateType>/<type>.avsc. */
+  type: string;
+  payload: P;
+  /** W3C trace context of the writing request, carried to the consumer. */
+  traceparent?: string;
+  headers?: Record<string, string>;
+  contentType?: ContentType;
+}
+
+const name = z.string().regex(/^[A-Za-z0-9._-]{1,200}$/, 'letters, digits, ".", "_" and "-" only (it becomes part of a topic or file name)');
+
+const eventSchema = z
+  .object({
+    id: z.uuid().optional(),
+    aggregateType: name,
+    aggregateId: z.string().min(1).max(4096),
+    type: name,
+    payload: z.unknown(),
+    traceparent: z
+      .string()
+      .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'a W3C traceparent such as 00-<32 hex>-<16 hex>-01')
+      .optional(),
+    headers: z
+      .record(z.string().min(1), z.string())
+      .refine((h) => !Object.keys(h).some((k) => RESERVED_HEADERS.includes(k)), `must not use the reserved names ${RESERVED_HEADERS.join(', ')}`)
+      .optional(),
+    contentType: z.enum(CONTENT_TYPES).optional(),
+  })
+  .strict();
+
+/** Checks an event's envelope (not its payload: the codec does that against the schema). */
+export function validateEvent(event: OutboxEvent, index?: number): void {
+  const result = eventSchema.safeParse(event);
+  if (result.success) {
+    if (event.payload === undefined) throw invalid(['  - payload: is missing'], index);
+    return;
+  }
+  const lines = result.error.issues.map((i) => {
+    const path = i.path.map(String).join('.');
+    const value = i.path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key as string], event);
+    return `  - ${path || '(event)'}: ${i.message}${value === undefined || path === 'payload' ? '' : ` — got ${JSON.stringify(value)?.slice(0, 80)}`}`;
+  });
+  throw invalid(lines, index);
+}
+
+function invalid(lines: string[], index?: number): OutboxError {
+  return new OutboxError('EVENT_INVALID', `Invalid outbox event${index === undefined ? '' : ` #${index}`}; nothing was written:\n${lines.join('\n')}`);
+}

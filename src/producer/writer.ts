@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import type { ClientBase } from 'pg';
+import type { OutboxConfig } from '../config';
+import { qualified } from '../db';
+import { OutboxError } from '../errors';
+import { validateEvent, type ContentType, type OutboxEvent } from './event';
+
+/** What the writer needs from a codec: payload → bytes, validating against the event's schema. */
+export interface PayloadEncoder {
+  encode(aggregateType: string, eventType: string, payload: unknown, contentType: ContentType): Promise<Buffer>;
+}
+
+export interface OutboxWriterOptions {
+  outbox: OutboxConfig['outbox'];
+  codec: PayloadEncoder;
+  /** Default for events that do not say; Avro through the schema registry unless set. */
+  contentType?: ContentType;
+  /**
+   * Insert and delete in the same transaction: the WAL still carries the insert (CDC publishes it),
+   * the table stays empty, no cleanup job is needed. Only with CDC: the polling relay needs the rows.
+   */
+  deleteAfterInsert?: boolean;
+}
+
+export interface WrittenEvent {
+  id: string;
+  aggregateType: string;
+  aggregateId: string;
+  type: string;
+  contentType: ContentType;
+  bytes: number;
+}
+
+export interface OutboxWriter {
+  /** Adds one event to the caller's open transaction. Never BEGINs or COMMITs. */
+  writeEvent(client: ClientBase, event: OutboxEvent): Promise<WrittenEvent>;
+  /** Adds several events in one statement; all or nothing. */
+  writeEvents(client: ClientBase, events: readonly OutboxEvent[]): Promise<WrittenEvent[]>;
+}
+
+const COLUMNS = 8;
+const ROWS_PER_STATEMENT = 1000;
+
+export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
+  const table = qualified(options.outbox.schema, options.outbox.table);
+  const defaultType: ContentType = options.contentType ?? 'application/vnd.apache.avro+binary';
+  const limit = options.outbox.maxPayloadBytes;
+
+  async function prepare(event: OutboxEvent, index?: number) {
+    validateEvent(event, index);
+    const contentType = event.contentType ?? defaultType;
+    const payload = await options.codec.encode(event.aggregateType, event.type, event.payload, contentType);
+    if (payload.length > limit) {
+      throw new OutboxError(
+        'PAYLOAD_TOO_LARGE',
+        `The ${event.type} payload of ${event.aggregateType} ${event.aggregateId} is ${payload.length} bytes encoded; the limit is ${limit} ` +
+          '(outbox.maxPayloadBytes / OUTBOX_MAX_PAYLOAD_BYTES, kept under Kafka\'s 1 MiB record limit). Nothing was written. ' +
+          'Store large content elsewhere and put a reference in the event (claim check).',
+        { details: { bytes: payload.length, limit } },
+      );
+    }
+    const id = event.id ?? randomUUID();
+    const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, event.traceparent ?? null, event.headers ? JSON.stringify(event.headers) : null];
+    const written: WrittenEvent = { id, aggregateType: event.aggregateType, aggregateId: event.aggregateId, type: event.type, contentType, bytes: payload.length };
+    return { row, written };
+  }
+
+  async function insert(client: ClientBase, rows: unknown[][]): Promise<void> {
+    for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
+      const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
+      const values = chunk.map((_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${r * COLUMNS + c + 1}`).join(', ')})`).join(', ');
+      await client.query(
+        `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values}`,
+        chunk.flat(),
+      );
+      if (options.deleteAfterInsert) {
+        await client.query(`DELETE FROM ${table} WHERE id = ANY($1::uuid[])`, [chunk.map((row) => row[0])]);
+      }
+    }
+  }
+
+  async function writeEvents(client: ClientBase, events: readonly OutboxEvent[]): Promise<WrittenEvent[]> {
+    assertInTransaction(client);
+    if (events.length === 0) return [];
+    // Validate and encode everything before the first INSERT: a bad event writes nothing.
+    const prepared = [];
+    for (const [index, event] of events.entries()) prepared.push(await prepare(event, events.length > 1 ? index : undefined));
+    assertInTransaction(client);
+    await insert(client, prepared.map((p) => p.row));
+    return prepared.map((p) => p.written);
+  }
+
+  return {
+    writeEvents,
+    async writeEvent(client, event) {
+      const [written] = await writeEvents(client, [event]);
+      return written as WrittenEvent;
+    },
+  };
+}
+
+/**
+ * Outside a transaction the INSERT would autocommit on its own and the event would be published even
+ * if the business write later failed: the dual write the outbox exists to prevent.
+ */
+function assertInTransaction(client: ClientBase): void {
+  const status = typeof (client as { getTransactionStatus?: () => string | null }).getTransactionStatus === 'function'
+    ? (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus()
+    : 'T';
+  if (status === 'T') return;
+  throw new OutboxError(
+    'NOT_IN_TRANSACTION',
+    status === 'E'
+      ? 'writeEvent was called on a transaction that already failed: ROLLBACK it and retry the whole unit of work.'
+      : 'writeEvent must run inside the caller\'s transaction, so the event commits or rolls back with the business rows: call BEGIN on this client first.',
+  );
+}

@@ -1,0 +1,3 @@
+export { provision, type ProvisionOptions, type ProvisionReport } from './provision';
+export { preflightProblems, readPreflightFacts, type PreflightFacts } from './preflight';
+export { loadMigrations, sqlValues } from './sql-files';

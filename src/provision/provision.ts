@@ -1,0 +1,143 @@
+import type { Client } from 'pg';
+import type { OutboxConfig } from '../config';
+import { clientConfig, pgCode, withClient } from '../db';
+import { OutboxError } from '../errors';
+import type { Logger } from '../log';
+import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
+import { scramVerifier } from './scram';
+import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
+
+export interface ProvisionOptions {
+  log?: Logger;
+  /** Run everything, report it, and roll back. */
+  dryRun?: boolean;
+}
+
+export interface ProvisionReport {
+  database: string;
+  applied: string[];
+  alreadyApplied: string[];
+  rolesCreated: string[];
+  passwordsSet: string[];
+  preflight: PreflightFacts;
+  dryRun: boolean;
+}
+
+/** Transient conflicts between concurrent provisioners of different databases (roles are shared). */
+const RETRY_CODES = new Set(['40001', '40P01', 'XX000']);
+
+/**
+ * Idempotent provisioning of one database: preflight, then in ONE transaction under an advisory lock
+ * (two runs cannot race) the pending numbered migrations, the roles and their grants. Either all of
+ * it commits or none of it does.
+ */
+export async function provision(config: OutboxConfig, options: ProvisionOptions = {}): Promise<ProvisionReport> {
+  const migrations = loadMigrations();
+  return withClient(clientConfig(config.database), async (client) => {
+    const preflight = await readPreflightFacts(client, config);
+    assertPreflight(preflight);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await provisionOnce(client, config, migrations, preflight, options);
+      } catch (error) {
+        if (attempt >= 3 || !RETRY_CODES.has(pgCode(error) ?? '')) throw wrap(error);
+        options.log?.debug({ attempt, code: pgCode(error) }, 'provision.retry');
+      }
+    }
+  });
+}
+
+async function provisionOnce(client: Client, config: OutboxConfig, migrations: Migration[], preflight: PreflightFacts, options: ProvisionOptions): Promise<ProvisionReport> {
+  const v = sqlValues(config);
+  const report: ProvisionReport = {
+    database: config.database.database,
+    applied: [],
+    alreadyApplied: [],
+    rolesCreated: [],
+    passwordsSet: [],
+    preflight,
+    dryRun: Boolean(options.dryRun),
+  };
+  await client.query('BEGIN');
+  try {
+    // One lock per database and outbox schema; released by COMMIT/ROLLBACK.
+    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`outbox-router:provision:${config.outbox.schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${v.schema}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${v.migrations} (id int PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const { rows } = await client.query<{ id: number; name: string; checksum: string }>(`SELECT id, name, checksum FROM ${v.migrations} ORDER BY id`);
+    const recorded = new Map(rows.map((r) => [r.id, r]));
+    for (const migration of migrations) {
+      const done = recorded.get(migration.id);
+      if (done) {
+        if (done.checksum !== migration.checksum) {
+          throw new OutboxError(
+            'MIGRATION_CHANGED',
+            `Migration ${migration.id} (${migration.name}) was applied to ${config.database.database} with checksum ${done.checksum}, but sql/migrations now has ${migration.checksum}. ` +
+              'Applied migrations must never be edited: restore the file and add a new numbered migration instead.',
+          );
+        }
+        report.alreadyApplied.push(`${migration.id}_${migration.name}`);
+        continue;
+      }
+      await client.query(renderSql(migration.template, config, `sql/migrations/${migration.id}_${migration.name}.sql`));
+      await client.query(`INSERT INTO ${v.migrations} (id, name, checksum) VALUES ($1, $2, $3)`, [migration.id, migration.name, migration.checksum]);
+      report.applied.push(`${migration.id}_${migration.name}`);
+    }
+    const { roles } = config;
+    for (const [role, password] of [[roles.cdc, roles.cdcPassword], [roles.app, roles.appPassword], [roles.monitor, roles.monitorPassword]] as const) {
+      if (await createRoleIfMissing(client, role)) report.rolesCreated.push(role);
+      if (password && (await setPasswordIfChanged(client, role, password))) report.passwordsSet.push(role);
+    }
+    await client.query(rolesSql(config));
+    await client.query(options.dryRun ? 'ROLLBACK' : 'COMMIT');
+    options.log?.info(
+      { database: report.database, applied: report.applied, rolesCreated: report.rolesCreated, dryRun: report.dryRun },
+      report.applied.length ? `provision: applied ${report.applied.join(', ')}` : 'provision: schema up to date',
+    );
+    return report;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}
+
+async function createRoleIfMissing(client: Client, role: string): Promise<boolean> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
+  if (rowCount) return false;
+  // A concurrent provisioner of another database may create it between our check and CREATE.
+  await client.query('SAVEPOINT create_role');
+  try {
+    await client.query(`CREATE ROLE ${client.escapeIdentifier(role)} LOGIN`);
+    await client.query('RELEASE SAVEPOINT create_role');
+    return true;
+  } catch (error) {
+    await client.query('ROLLBACK TO SAVEPOINT create_role');
+    if (pgCode(error) === '42710' || pgCode(error) === '23505') return false;
+    throw error;
+  }
+}
+
+/** Leaves a role's password alone when it already verifies, so a second run changes nothing. */
+async function setPasswordIfChanged(client: Client, role: string, password: string): Promise<boolean> {
+  const current = await client
+    .query<{ rolpassword: string | null }>('SELECT rolpassword FROM pg_authid WHERE rolname = $1', [role])
+    .then((r) => r.rows[0]?.rolpassword ?? null)
+    .catch(() => null); // pg_authid is superuser-only: without it, always set
+  const match = current ? /^SCRAM-SHA-256\$(\d+):([^$]+)\$/.exec(current) : null;
+  if (match && current === scramVerifier(password, Number(match[1]), Buffer.from(match[2] as string, 'base64'))) return false;
+  await client.query(`ALTER ROLE ${client.escapeIdentifier(role)} PASSWORD ${client.escapeLiteral(scramVerifier(password))}`);
+  return true;
+}
+
+function wrap(error: unknown): unknown {
+  if (error instanceof OutboxError) return error;
+  const code = pgCode(error);
+  if (!code) return error;
+  return new OutboxError('PROVISION_FAILED', `Provisioning failed and was rolled back (SQLSTATE ${code}): ${(error as Error).message}.`, {
+    cause: error,
+    retriable: RETRY_CODES.has(code),
+    details: { code },
+  });
+}
