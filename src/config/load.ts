@@ -128,7 +128,17 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
     sources.set(setting.path.join('.'), { kind: 'env', name: setting.env });
   }
   tree = deepMerge(tree, fromEnv);
-  tree = deepMerge(tree, (options.overrides ?? {}) as Tree);
+  const overrides = (options.overrides ?? {}) as Tree;
+  const markOptions = (node: Tree, prefix: string[]) => {
+    for (const [k, v] of Object.entries(node)) {
+      if (v === undefined) continue;
+      const p = [...prefix, k];
+      if (v && typeof v === 'object' && !Array.isArray(v)) markOptions(v as Tree, p);
+      else sources.set(p.join('.'), { kind: 'option' });
+    }
+  };
+  markOptions(overrides, []);
+  tree = deepMerge(tree, overrides);
 
   const parsed = outboxConfigSchema.safeParse(tree);
   if (!parsed.success) {
@@ -137,7 +147,9 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
       const source = sources.get(path);
       const where = source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : '';
       const value = issue.path.reduce<unknown>((node, key) => (node as Tree | undefined)?.[key as string], tree);
-      const shown = SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${JSON.stringify(value)}`;
+      // Unknown keys: the issue sits on the enclosing section, whose value may hold secrets; name the keys only.
+      const shown =
+        issue.code === 'unrecognized_keys' || SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${JSON.stringify(redactConfig(value))}`;
       return `  - ${path || '(top level)'}${where}: ${issue.message}${shown}`;
     });
     throw new OutboxError('CONFIG_INVALID', `Invalid configuration; nothing was changed:\n${lines.join('\n')}`, {

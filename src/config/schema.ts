@@ -11,7 +11,7 @@ import { LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } fr
 const identifier = z
   .string()
   .min(1)
-  .max(63, 'PostgreSQL truncates identifiers longer than 63 bytes');
+  .refine((s) => Buffer.byteLength(s) <= 63, 'at most 63 bytes in UTF-8 (PostgreSQL truncates longer identifiers)');
 
 /** Replication slot names allow lower-case letters, digits and underscores only (PostgreSQL's rule). */
 const slotName = z

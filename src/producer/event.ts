@@ -55,7 +55,9 @@ export function validateEvent(event: OutboxEvent, index?: number): void {
   const lines = result.error.issues.map((i) => {
     const path = i.path.map(String).join('.');
     const value = i.path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key as string], event);
-    return `  - ${path || '(event)'}: ${i.message}${value === undefined || path === 'payload' ? '' : ` — got ${JSON.stringify(value)?.slice(0, 80)}`}`;
+    // Never echo the payload: it is business data. Unknown keys are named by the message itself.
+    const quiet = value === undefined || path === 'payload' || path.startsWith('payload.') || i.code === 'unrecognized_keys';
+    return `  - ${path || '(event)'}: ${i.message}${quiet ? '' : ` — got ${JSON.stringify(value)?.slice(0, 80)}`}`;
   });
   throw invalid(lines, index);
 }

@@ -36,7 +36,9 @@ export function loadMigrations(dir = join(SQL_DIR, 'migrations')): Migration[] {
 
 /** Truncated to PostgreSQL's 63-byte identifier limit, so derived names stay deterministic. */
 function derivedName(base: string, suffix: string): string {
-  return `${base.slice(0, 63 - suffix.length)}${suffix}`;
+  let head = base;
+  while (Buffer.byteLength(head + suffix) > 63) head = Array.from(head).slice(0, -1).join('');
+  return `${head}${suffix}`;
 }
 
 /** Every placeholder the SQL files may use, as escaped identifiers. */

@@ -1,0 +1,64 @@
+import type { IHeaders, KafkaMessage } from 'kafkajs';
+import { randomName, testKafka } from './stack-env';
+
+export interface Received {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+  timestamp: number;
+}
+
+function headerMap(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers ?? {})) {
+    if (v === undefined) continue;
+    const first = Array.isArray(v) ? v[0] : v;
+    out[k] = Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
+  }
+  return out;
+}
+
+/**
+ * Reads `topics` from the beginning with a fresh group until `done(records)` holds, or throws after
+ * `timeoutMs` with what arrived so far.
+ */
+export async function collect(
+  topics: string[] | RegExp,
+  done: (records: Received[]) => boolean,
+  timeoutMs = 60_000,
+): Promise<Received[]> {
+  const consumer = testKafka().consumer({ groupId: randomName('collect'), maxWaitTimeInMs: 100, allowAutoTopicCreation: true });
+  const records: Received[] = [];
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: Array.isArray(topics) ? topics : [topics], fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`collect: condition not met within ${timeoutMs} ms; got ${records.length} records`)), timeoutMs);
+      void consumer
+        .run({
+          eachMessage: async ({ topic, partition, message }: { topic: string; partition: number; message: KafkaMessage }) => {
+            records.push({
+              topic,
+              partition,
+              offset: message.offset,
+              key: message.key?.toString('utf8') ?? '',
+              value: message.value ?? Buffer.alloc(0),
+              headers: headerMap(message.headers),
+              timestamp: Number(message.timestamp),
+            });
+            if (done(records)) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
+    });
+    return records;
+  } finally {
+    await consumer.disconnect();
+  }
+}
