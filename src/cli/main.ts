@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
+import { benchCommand } from './bench-command';
 import { dbCommands } from './db-commands';
+import { schemaCommands } from './schema-commands';
 import { stackCommand } from './stack-commands';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -16,6 +18,8 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)');
   program.addCommand(stackCommand());
   for (const command of dbCommands()) program.addCommand(command);
+  for (const command of schemaCommands()) program.addCommand(command);
+  program.addCommand(benchCommand());
   return program;
 }
 

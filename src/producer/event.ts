@@ -1,8 +1,8 @@
 import { z } from 'zod';
+import { CONTENT_TYPES, type ContentType } from '../codec/content-type';
 import { OutboxError } from '../errors';
 
-export const CONTENT_TYPES = ['application/vnd.apache.avro+binary', 'application/json'] as const;
-export type ContentType = (typeof CONTENT_TYPES)[number];
+export { CONTENT_TYPES, type ContentType };
 
 /** Header names the pipeline sets itself (the SMT sets `id`); user headers may not shadow them. */
 export const RESERVED_HEADERS = ['id', 'eventType', 'contentType', 'traceparent', 'headers'];

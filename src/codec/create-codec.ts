@@ -1,0 +1,161 @@
+import type { Type } from 'avsc';
+import { OutboxError } from '../errors';
+import { AVRO_CONTENT_TYPE, CONTENT_TYPES, JSON_CONTENT_TYPE, normalizeContentType, type ContentType } from './content-type';
+import { decodeJsonPayload, encodeJsonPayload } from './json-payload';
+import { validateAvroPayload } from './payload-validation';
+import { createRegistryConnection, type RegistryConnection, type RegistryConnectionOptions, type RegistrySettings } from './registry-connection';
+import { createSchemaCatalogue, type LocalSchema, type SchemaCatalogue } from './schema-catalogue';
+import { defaultTopicFor, topicRecordSubject, type TopicFor } from './subject-naming';
+import { frameConfluent, unframeConfluent } from './wire-format';
+
+export interface CodecOptions extends RegistryConnectionOptions {
+  /** `config.registry`. */
+  registry: RegistrySettings;
+  /** Default: the project's `schemas/`. */
+  schemasDir?: string;
+  /**
+   * Register a local schema on first use instead of failing with SCHEMA_NOT_REGISTERED. Off by default:
+   * in production, registration is a deliberate step (`outbox schemas:register`) checked in CI.
+   */
+  autoRegister?: boolean;
+  /** Topic of an aggregate type; part of the subject name. Default `outbox.event.<aggregateType>`. */
+  topicFor?: TopicFor;
+  /** Replaces the HTTP connection (tests, or sharing one between codecs). */
+  connection?: RegistryConnection;
+}
+
+export interface DecodeOptions {
+  /**
+   * Read with this local schema instead of the writer's (Avro schema resolution): an older record
+   * gains the defaults of fields added since, and fields the reader dropped disappear.
+   */
+  reader?: { aggregateType: string; eventType: string };
+}
+
+export interface DecodedPayload {
+  payload: unknown;
+  contentType: ContentType;
+  /** Avro only: the registry id from the record's header, and the writer schema's full name. */
+  schemaId?: number;
+  schemaName?: string;
+}
+
+export interface Codec {
+  readonly schemas: SchemaCatalogue;
+  readonly registryUrl: string;
+  /** `<topic>-<record full name>` (TopicRecordNameStrategy; see subject-naming.ts). */
+  subjectFor(aggregateType: string, eventType: string): string;
+  encode(aggregateType: string, eventType: string, payload: unknown, contentType: ContentType): Promise<Buffer>;
+  decode(bytes: Buffer, contentType: ContentType | string, options?: DecodeOptions): Promise<unknown>;
+  decodeWithInfo(bytes: Buffer, contentType: ContentType | string, options?: DecodeOptions): Promise<DecodedPayload>;
+}
+
+/** Encodes outbox payloads for the writer and decodes them for the router, Avro or JSON. */
+export function createCodec(options: CodecOptions): Codec {
+  const schemas = createSchemaCatalogue({ schemasDir: options.schemasDir });
+  const connection = options.connection ?? createRegistryConnection(options.registry, options);
+  const topicFor = options.topicFor ?? defaultTopicFor;
+  const ids = new Map<string, Promise<number>>();
+  const resolvers = new Map<string, ReturnType<Type['createResolver']>>();
+
+  const subjectOf = (schema: LocalSchema) => topicRecordSubject(topicFor(schema.aggregateType), schema.fullName);
+
+  async function lookupId(schema: LocalSchema, subject: string): Promise<number> {
+    if (options.autoRegister) return connection.register(subject, schema.text);
+    const found = await connection.lookup(subject, schema.text);
+    if (found) return found.id;
+    throw new OutboxError(
+      'SCHEMA_NOT_REGISTERED',
+      `The schema ${schema.file} (${schema.fullName}) is not registered under subject ${subject} in ${connection.url}. ` +
+        'Run `outbox schemas:register` (after `outbox schemas:check` if the subject has older versions), or create the codec with autoRegister: true.',
+      { details: { subject, file: schema.file, registry: connection.url } },
+    );
+  }
+
+  /** One lookup per subject per process; a failure is forgotten so the next call asks again. */
+  function schemaId(schema: LocalSchema): Promise<number> {
+    const subject = subjectOf(schema);
+    let id = ids.get(subject);
+    if (!id) {
+      id = lookupId(schema, subject);
+      ids.set(subject, id);
+      id.catch(() => ids.delete(subject));
+    }
+    return id;
+  }
+
+  function readerFor(schemaId: number, writer: Type, reader: LocalSchema) {
+    const key = `${schemaId}|${reader.aggregateType}/${reader.eventType}`;
+    let resolver = resolvers.get(key);
+    if (!resolver) {
+      try {
+        resolver = reader.type.createResolver(writer);
+      } catch (error) {
+        throw new OutboxError(
+          'DECODE_FAILED',
+          `A record written with schema id ${schemaId} (${writer.name}) cannot be read with ${reader.file}: ${(error as Error).message}. ` +
+            'The two schemas are not compatible; run `outbox schemas:check`.',
+          { cause: error, details: { schemaId, reader: reader.file } },
+        );
+      }
+      resolvers.set(key, resolver);
+    }
+    return resolver;
+  }
+
+  async function decodeWithInfo(bytes: Buffer, contentType: ContentType | string, decodeOptions: DecodeOptions = {}): Promise<DecodedPayload> {
+    const type = normalizeContentType(contentType);
+    if (type === JSON_CONTENT_TYPE) return { payload: decodeJsonPayload(bytes), contentType: type };
+    if (type !== AVRO_CONTENT_TYPE) {
+      throw new OutboxError('DECODE_FAILED', `Cannot decode a payload of content type ${JSON.stringify(contentType)}: the codec reads ${CONTENT_TYPES.join(' and ')}.`, {
+        details: { contentType },
+      });
+    }
+    const { schemaId, body } = unframeConfluent(bytes);
+    const writer = await connection.writerType(schemaId);
+    if (!writer) {
+      throw new OutboxError(
+        'DECODE_FAILED',
+        `Cannot decode the Avro payload: schema id ${schemaId} is not in the registry at ${connection.url}. ` +
+          'The record was written against another registry, or the registry lost its data (Apicurio stores in memory by default).',
+        { details: { schemaId, registry: connection.url } },
+      );
+    }
+    const reader = decodeOptions.reader ? schemas.get(decodeOptions.reader.aggregateType, decodeOptions.reader.eventType) : undefined;
+    let payload: unknown;
+    try {
+      payload = reader ? reader.type.fromBuffer(body, readerFor(schemaId, writer, reader)) : writer.fromBuffer(body);
+    } catch (error) {
+      if (error instanceof OutboxError) throw error;
+      throw new OutboxError(
+        'DECODE_FAILED',
+        `Cannot decode the Avro payload: its ${body.length}-byte body does not match schema id ${schemaId} (${writer.name}): ${(error as Error).message}.`,
+        { cause: error, details: { schemaId } },
+      );
+    }
+    return { payload, contentType: type, schemaId, schemaName: writer.name };
+  }
+
+  return {
+    schemas,
+    registryUrl: connection.url,
+    subjectFor: (aggregateType, eventType) => subjectOf(schemas.get(aggregateType, eventType)),
+
+    async encode(aggregateType, eventType, payload, contentType) {
+      const type = normalizeContentType(contentType);
+      if (type === JSON_CONTENT_TYPE) return encodeJsonPayload(payload, `${aggregateType}/${eventType}`);
+      if (type !== AVRO_CONTENT_TYPE) {
+        throw new OutboxError('PAYLOAD_INVALID', `Unknown content type ${JSON.stringify(contentType)} for ${aggregateType}/${eventType}: use ${CONTENT_TYPES.join(' or ')}.`, {
+          details: { contentType },
+        });
+      }
+      const schema = schemas.get(aggregateType, eventType);
+      validateAvroPayload(schema, payload);
+      // Validated first: a bad payload fails without touching the registry.
+      return frameConfluent(await schemaId(schema), schema.type.toBuffer(payload));
+    },
+
+    decode: async (bytes, contentType, decodeOptions) => (await decodeWithInfo(bytes, contentType, decodeOptions)).payload,
+    decodeWithInfo,
+  };
+}

@@ -1,0 +1,210 @@
+import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import axios, { type AxiosInstance } from 'axios';
+import type { Type } from 'avsc';
+import { OutboxError } from '../errors';
+import { avroTypeOptions, parseAvroType } from './logical-types';
+import { errorCode, fromClientError, fromRegistryStatus, registryUnavailable, splitCredentials } from './registry-errors';
+
+/** `config.registry`: the Confluent-compatible base URL and optional basic-auth credentials. */
+export interface RegistrySettings {
+  url: string;
+  username?: string;
+  password?: string;
+}
+
+export interface RegistryConnectionOptions {
+  /** Extra attempts for a call that failed retriably (outage, 5xx). Default 2. */
+  retries?: number;
+  /** Per-request timeout. Default 10 s. */
+  timeoutMs?: number;
+}
+
+export interface RegisteredVersion {
+  id: number;
+  version: number;
+}
+
+export interface RegistryConnection {
+  /** The base URL without credentials: safe for messages and logs. */
+  readonly url: string;
+  /** The id of exactly this schema under the subject; undefined when the subject or schema is not there. */
+  lookup(subject: string, schemaText: string): Promise<RegisteredVersion | undefined>;
+  latest(subject: string): Promise<(RegisteredVersion & { schema: string }) | undefined>;
+  /** The subject's compatibility level; undefined for a subject that does not exist yet. */
+  compatibilityLevel(subject: string): Promise<string | undefined>;
+  /** `POST /compatibility/subjects/{s}/versions/latest`: the registry's own verdict, without reasons. */
+  isCompatible(subject: string, schemaText: string): Promise<boolean>;
+  /** Registers (idempotent: an identical schema returns its existing id). 409 → SCHEMA_INCOMPATIBLE. */
+  register(subject: string, schemaText: string): Promise<number>;
+  /** The writer schema of a record, parsed with the codec's logical types; undefined for an unknown id. */
+  writerType(id: number): Promise<Type | undefined>;
+}
+
+const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
+
+/**
+ * Registration goes through @kafkajs/confluent-schema-registry, which also sets a new subject's
+ * compatibility level (stack.md §4.2). Reads go through axios with the same credentials, because the
+ * client hides what they depend on: its lookup turns every 404 into a status-less error (subject
+ * missing, schema missing and wrong base path look alike) and it reports a refused connection as
+ * "status 400". Branching on the registry's `error_code` keeps "not registered" apart from "misconfigured".
+ */
+export function createRegistryConnection(settings: RegistrySettings, options: RegistryConnectionOptions = {}): RegistryConnection {
+  const fromUrl = splitCredentials(settings.url);
+  const url = fromUrl.url;
+  const username = settings.username ?? fromUrl.username;
+  const password = settings.password ?? fromUrl.password;
+  const auth = username !== undefined ? { username, password: password ?? '' } : undefined;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const retries = options.retries ?? 2;
+
+  const http: AxiosInstance = axios.create({
+    baseURL: url,
+    auth,
+    timeout: timeoutMs,
+    headers: { 'Content-Type': CONTENT_TYPE, Accept: `${CONTENT_TYPE}, application/json` },
+    validateStatus: () => true,
+  });
+  const client = new SchemaRegistry(
+    {
+      host: url,
+      auth,
+      // No `retry` option: the client Object.assign()s it into its module-wide defaults, which would
+      // change every other client in the process. Its GET retries only cover GET /config here anyway.
+      middlewares: [() => ({ prepareRequest: (next) => next().then((req) => req.enhance({ timeout: timeoutMs })) })],
+    },
+    { [SchemaType.AVRO]: avroTypeOptions() },
+  );
+
+  async function call(method: 'get' | 'post', path: string, what: string, body?: unknown): Promise<{ status: number; data: unknown }> {
+    const request = `${method.toUpperCase()} ${path}`;
+    return withRetries(retries, async () => {
+      let response;
+      try {
+        response = await http.request({ method, url: path, data: body === undefined ? undefined : JSON.stringify(body) });
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, error);
+      }
+      if (response.status >= 500 || response.status === 401 || response.status === 403) {
+        throw fromRegistryStatus(url, what, request, response.status, response.data);
+      }
+      return { status: response.status, data: response.data };
+    });
+  }
+
+  const unexpected = (what: string, path: string, method: string, r: { status: number; data: unknown }) =>
+    fromRegistryStatus(url, what, `${method} ${path}`, r.status, r.data);
+  const subjectPath = (subject: string) => `/subjects/${encodeURIComponent(subject)}`;
+  const schemaCache = new Map<number, Promise<Type | undefined>>();
+
+  return {
+    url,
+
+    async lookup(subject, schemaText) {
+      const what = `looking up the schema id under subject ${subject}`;
+      const r = await call('post', subjectPath(subject), what, { schema: schemaText });
+      if (r.status === 200) return asVersion(r.data);
+      // 40401: no such subject; 40403: the subject exists but not with this schema.
+      if (r.status === 404 && (errorCode(r.data) === 40401 || errorCode(r.data) === 40403)) return undefined;
+      throw unexpected(what, subjectPath(subject), 'POST', r);
+    },
+
+    async latest(subject) {
+      const what = `reading the latest version of subject ${subject}`;
+      const path = `${subjectPath(subject)}/versions/latest`;
+      const r = await call('get', path, what);
+      if (r.status === 200) return { ...asVersion(r.data), schema: String((r.data as { schema?: unknown }).schema) };
+      if (r.status === 404 && errorCode(r.data) === 40401) return undefined;
+      throw unexpected(what, path, 'GET', r);
+    },
+
+    compatibilityLevel,
+
+    async isCompatible(subject, schemaText) {
+      const what = `checking compatibility with subject ${subject}`;
+      const path = `/compatibility${subjectPath(subject)}/versions/latest`;
+      const r = await call('post', path, what, { schema: schemaText });
+      const verdict = (r.data as { is_compatible?: unknown } | undefined)?.is_compatible;
+      if (r.status === 200 && typeof verdict === 'boolean') return verdict;
+      throw unexpected(what, path, 'POST', r);
+    },
+
+    async register(subject, schemaText) {
+      const what = `registering a schema under subject ${subject}`;
+      const level = (await compatibilityLevel(subject)) ?? 'BACKWARD';
+      return withRetries(retries, async () => {
+        try {
+          // Passing the subject's own level keeps the client from refusing a subject set to e.g. FULL.
+          const { id } = await client.register({ type: SchemaType.AVRO, schema: schemaText }, { subject, compatibility: level as never });
+          return id;
+        } catch (error) {
+          if ((error as { status?: unknown }).status === 409) {
+            throw new OutboxError(
+              'SCHEMA_INCOMPATIBLE',
+              `The registry refused the schema for subject ${subject} as incompatible (${level}) with the registered one: ` +
+                `${(error as Error).message.replace(/^.* - /, '')}. Run \`outbox schemas:check\` for the fields to fix.`,
+              { cause: error, details: { subject, level } },
+            );
+          }
+          throw fromClientError(url, what, `POST ${subjectPath(subject)}/versions`, error);
+        }
+      });
+    },
+
+    writerType(id) {
+      let cached = schemaCache.get(id);
+      if (!cached) {
+        cached = fetchWriterType(id);
+        schemaCache.set(id, cached);
+        // Failures are not cached: an outage must not poison the id for the life of the process.
+        cached.catch(() => schemaCache.delete(id));
+      }
+      return cached;
+    },
+  };
+
+  async function compatibilityLevel(subject: string): Promise<string | undefined> {
+    const what = `reading the compatibility level of subject ${subject}`;
+    const path = `/config/${encodeURIComponent(subject)}`;
+    const r = await call('get', path, what);
+    if (r.status === 200) return String((r.data as { compatibilityLevel?: unknown }).compatibilityLevel ?? 'BACKWARD').toUpperCase();
+    if (r.status === 404 && errorCode(r.data) === 40401) return undefined;
+    throw unexpected(what, path, 'GET', r);
+  }
+
+  async function fetchWriterType(id: number): Promise<Type | undefined> {
+    const what = `fetching schema id ${id}`;
+    const path = `/schemas/ids/${id}`;
+    const r = await call('get', path, what);
+    if (r.status === 404 && errorCode(r.data) === 40403) return undefined;
+    if (r.status !== 200) throw unexpected(what, path, 'GET', r);
+    const body = r.data as { schema?: unknown; schemaType?: unknown };
+    if (body.schemaType !== undefined && body.schemaType !== 'AVRO') {
+      throw new OutboxError('DECODE_FAILED', `Schema id ${id} in ${url} is a ${String(body.schemaType)} schema, not Avro.`, { details: { schemaId: id } });
+    }
+    try {
+      return parseAvroType(JSON.parse(String(body.schema)));
+    } catch (error) {
+      throw new OutboxError('DECODE_FAILED', `Schema id ${id} in ${url} is not a usable Avro schema: ${(error as Error).message}.`, { cause: error, details: { schemaId: id } });
+    }
+  }
+}
+
+function asVersion(data: unknown): RegisteredVersion {
+  const { id, version } = data as { id?: unknown; version?: unknown };
+  return { id: Number(id), version: Number(version) };
+}
+
+/** Retries retriable OutboxErrors with short exponential backoff and jitter; everything else at once. */
+async function withRetries<T>(retries: number, body: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await body();
+    } catch (error) {
+      if (attempt >= retries || !(error instanceof OutboxError && error.retriable)) throw error;
+      const delay = Math.min(2_000, 100 * 2 ** attempt) * (0.8 + Math.random() * 0.4);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

@@ -1,0 +1,176 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { AVRO_CONTENT_TYPE, checkSchemas, createCodec, registerSchemas, type TopicFor } from '../../src/codec';
+import { OutboxError } from '../../src/errors';
+import { randomName, stackUrls } from '../support/stack-env';
+import { orderCreatedJson, tempSchemas } from '../unit/codec/temp-schemas';
+
+const registry = { url: stackUrls.registry };
+const order = () => ({
+  orderId: 'o-1',
+  customerId: 'c-7',
+  currency: 'EUR',
+  totalCents: 1999,
+  lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }],
+  placedAt: new Date('2026-11-30T12:00:00.000Z'),
+});
+/** A topic prefix no other test or run uses, so every subject starts empty. */
+const uniqueTopics = (): TopicFor => {
+  const prefix = randomName('t');
+  return (aggregateType) => `${prefix}.outbox.event.${aggregateType}`;
+};
+
+async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
+  const error = await promise.then(() => undefined, (e: unknown) => e);
+  if (error instanceof OutboxError) return error;
+  throw new Error(`expected an OutboxError, got ${String(error)}`);
+}
+
+describe('codec against the real registry (Apicurio ccompat)', () => {
+  it('registers, encodes and decodes a round trip with a Date, under TopicRecordNameStrategy subjects', async () => {
+    const topicFor = uniqueTopics();
+    const registered = await registerSchemas({ registry }, { topicFor });
+    const created = registered.find((r) => r.eventType === 'OrderCreated');
+    expect(created).toMatchObject({ subject: `${topicFor('order')}-dev.outboxrouter.order.OrderCreated`, status: 'registered', version: 1 });
+    expect(registered.find((r) => r.eventType === 'OrderCancelled')?.status).toBe('registered');
+
+    const codec = createCodec({ registry, topicFor });
+    const bytes = await codec.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(bytes[0]).toBe(0);
+    expect(bytes.readInt32BE(1)).toBe(created?.id);
+    const decoded = await createCodec({ registry }).decodeWithInfo(bytes, AVRO_CONTENT_TYPE);
+    expect(decoded.payload).toEqual(order());
+    expect((decoded.payload as { placedAt: unknown }).placedAt).toBeInstanceOf(Date);
+    expect(decoded).toMatchObject({ schemaId: created?.id, schemaName: 'dev.outboxrouter.order.OrderCreated' });
+
+    const again = await registerSchemas({ registry }, { topicFor });
+    expect(again.map((r) => r.status)).toEqual(['unchanged', 'unchanged']);
+    expect(again.map((r) => r.id)).toEqual(registered.map((r) => r.id));
+  });
+
+  it('fails with SCHEMA_NOT_REGISTERED before registration, naming the subject', async () => {
+    const topicFor = uniqueTopics();
+    const error = await rejection(createCodec({ registry, topicFor }).encode('order', 'OrderCancelled', { orderId: 'o', reason: 'r', cancelledAt: Date.now() }, AVRO_CONTENT_TYPE));
+    expect(error.code).toBe('SCHEMA_NOT_REGISTERED');
+    expect(error.message).toContain(`${topicFor('order')}-dev.outboxrouter.order.OrderCancelled`);
+    expect(error.message).toContain('outbox schemas:register');
+  });
+
+  it('registers on first use with autoRegister; a plain codec then finds the same id', async () => {
+    const topicFor = uniqueTopics();
+    const payload = { orderId: 'o-2', reason: 'changed mind', cancelledAt: new Date('2026-12-01T08:00:00Z') };
+    const bytes = await createCodec({ registry, topicFor, autoRegister: true }).encode('order', 'OrderCancelled', payload, AVRO_CONTENT_TYPE);
+    const plain = await createCodec({ registry, topicFor }).encode('order', 'OrderCancelled', payload, AVRO_CONTENT_TYPE);
+    expect(plain.readInt32BE(1)).toBe(bytes.readInt32BE(1));
+    expect(await createCodec({ registry }).decode(plain, AVRO_CONTENT_TYPE)).toEqual(payload);
+  });
+
+  it('checkSchemas: new subjects are "new"; an incompatible local schema names the field; the registry refuses it', async () => {
+    const topicFor = uniqueTopics();
+    const json = orderCreatedJson();
+    const v1 = tempSchemas({ 'order/OrderCreated': json });
+    const fresh = await checkSchemas({ registry }, { topicFor, schemasDir: v1 });
+    expect(fresh).toMatchObject({ ok: true, results: [{ status: 'new', issues: [] }] });
+    await registerSchemas({ registry }, { topicFor, schemasDir: v1 });
+
+    const v2 = tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'string' }] } });
+    const report = await checkSchemas({ registry }, { topicFor, schemasDir: v2 });
+    expect(report.ok).toBe(false);
+    expect(report.results[0]).toMatchObject({ status: 'incompatible', level: 'BACKWARD', registeredVersion: 1, registryCompatible: false });
+    expect(report.results[0]?.issues.map((i) => `${i.path}: ${i.problem}`)).toEqual(['OrderCreated.channel: added without a default']);
+
+    const refused = await rejection(registerSchemas({ registry }, { topicFor, schemasDir: v2 }));
+    expect(refused.code).toBe('SCHEMA_INCOMPATIBLE');
+    expect(refused.message).toContain('OrderCreated.channel: added without a default');
+
+    const v3 = tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'web' }] } });
+    expect((await checkSchemas({ registry }, { topicFor, schemasDir: v3 })).results[0]).toMatchObject({ status: 'compatible', registryCompatible: true });
+  });
+
+  it('decodes garbage, a wrong magic byte and an unknown schema id as DECODE_FAILED (not retriable)', async () => {
+    const codec = createCodec({ registry });
+    const unknownId = Buffer.from([0, 0x7f, 0xff, 0xff, 0xf0, 2, 4]);
+    for (const bytes of [Buffer.from('garbage!'), Buffer.from([1, 0, 0, 0, 1, 2]), Buffer.from([0, 0]), unknownId]) {
+      const error = await rejection(codec.decode(bytes, AVRO_CONTENT_TYPE));
+      expect([error.code, error.retriable]).toEqual(['DECODE_FAILED', false]);
+    }
+    expect((await rejection(codec.decode(unknownId, AVRO_CONTENT_TYPE))).message).toContain(`schema id ${0x7ffffff0} is not in the registry`);
+  });
+});
+
+describe('codec when the registry misbehaves', () => {
+  let server: Server;
+  let requests: IncomingMessage[];
+  let answer: (req: IncomingMessage) => [number, unknown] | undefined; // undefined: never answer
+  const url = () => `http://127.0.0.1:${(server.address() as AddressInfo).port}/apis/ccompat/v7`;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      requests.push(req);
+      req.resume();
+      req.on('end', () => {
+        const reply = answer(req);
+        if (reply) res.writeHead(reply[0], { 'content-type': 'application/json' }).end(JSON.stringify(reply[1]));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  beforeEach(() => {
+    requests = [];
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('reports a refused connection as retriable REGISTRY_UNAVAILABLE, on encode and decode', async () => {
+    const codec = createCodec({ registry: { url: 'http://127.0.0.1:1/apis/ccompat/v7' }, retries: 0 });
+    const encoding = await rejection(codec.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
+    expect([encoding.code, encoding.retriable]).toEqual(['REGISTRY_UNAVAILABLE', true]);
+    expect(encoding.message).toContain('ECONNREFUSED');
+    const decoding = await rejection(codec.decode(Buffer.from([0, 0, 0, 0, 5, 2]), AVRO_CONTENT_TYPE));
+    expect([decoding.code, decoding.retriable]).toEqual(['REGISTRY_UNAVAILABLE', true]);
+  });
+
+  it('retries a 503 and then reports REGISTRY_UNAVAILABLE; a wrong base path is not retried', async () => {
+    answer = () => [503, { message: 'overloaded' }];
+    const error = await rejection(createCodec({ registry: { url: url() }, retries: 2 }).decode(Buffer.from([0, 0, 0, 0, 5, 2]), AVRO_CONTENT_TYPE));
+    expect([error.code, error.retriable]).toEqual(['REGISTRY_UNAVAILABLE', true]);
+    expect(requests).toHaveLength(3);
+
+    requests = [];
+    answer = () => [404, { title: 'RESTEASY003210: Could not find resource' }];
+    const wrongPath = await rejection(createCodec({ registry: { url: url() }, retries: 2 }).decode(Buffer.from([0, 0, 0, 0, 5, 2]), AVRO_CONTENT_TYPE));
+    expect([wrongPath.code, wrongPath.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', false]);
+    expect(requests).toHaveLength(1);
+  });
+
+  it('sends basic auth on every call (lookups and the client\'s registration) and never prints the password', async () => {
+    answer = (req) => {
+      if (req.method === 'POST' && req.url?.endsWith('/versions')) return [200, { id: 5 }];
+      if (req.method === 'PUT') return [200, { compatibility: 'BACKWARD' }];
+      return [404, { error_code: 40401, message: 'Subject not found.' }];
+    };
+    const codec = createCodec({ registry: { url: url(), username: 'bob', password: 'hunter2' }, autoRegister: true, topicFor: uniqueTopics() });
+    const bytes = await codec.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(bytes.readInt32BE(1)).toBe(5);
+    expect(requests.map((r) => r.method)).toEqual(expect.arrayContaining(['GET', 'POST', 'PUT']));
+    const expected = `Basic ${Buffer.from('bob:hunter2').toString('base64')}`;
+    expect(requests.map((r) => r.headers.authorization)).toEqual(requests.map(() => expected));
+
+    answer = () => [401, { message: 'Unauthorized' }];
+    const denied = await rejection(createCodec({ registry: { url: url(), username: 'bob', password: 'hunter2' } }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
+    expect([denied.code, denied.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', false]);
+    expect(`${denied.message} ${JSON.stringify(denied.details)}`).not.toContain('hunter2');
+  });
+
+  it('times out a registry that accepts the connection but never answers, also inside the client\'s registration', async () => {
+    answer = (req) => (req.method === 'GET' ? [404, { error_code: 40401, message: 'Subject not found.' }] : undefined);
+    const started = Date.now();
+    const codec = createCodec({ registry: { url: url() }, autoRegister: true, timeoutMs: 300, retries: 0, topicFor: uniqueTopics() });
+    const error = await rejection(codec.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
+    expect([error.code, error.retriable]).toEqual(['REGISTRY_UNAVAILABLE', true]);
+    expect(requests.some((r) => r.method === 'POST')).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});

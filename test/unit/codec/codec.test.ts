@@ -1,0 +1,133 @@
+/** src/codec/create-codec.ts against an in-memory registry: framing, ids, caching, decoding. */
+import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, unframeConfluent } from '../../../src/codec';
+import { OutboxError } from '../../../src/errors';
+import type { PayloadEncoder } from '../../../src/producer';
+import { fakeRegistry, type FakeRegistry } from './fake-registry';
+import { orderCreatedJson, tempSchemas } from './temp-schemas';
+
+const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
+const order = () => ({
+  orderId: 'o-1',
+  customerId: 'c-7',
+  currency: 'EUR',
+  totalCents: 1999,
+  lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }],
+  placedAt: new Date('2026-11-30T12:00:00.000Z'),
+});
+
+async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
+  const error = await promise.then(() => undefined, (e: unknown) => e);
+  if (error instanceof OutboxError) return error;
+  throw new Error(`expected an OutboxError, got ${String(error)}`);
+}
+
+describe('codec (fake registry)', () => {
+  let registry: FakeRegistry;
+  const codec = (extra: { autoRegister?: boolean; schemasDir?: string } = {}) => createCodec({ registry: { url: 'http://unused' }, connection: registry, ...extra });
+
+  beforeEach(() => {
+    registry = fakeRegistry(41);
+  });
+
+  it('encodes Avro as 0x00 + the registered id + the body, and decodes it back with a Date', async () => {
+    const c = codec();
+    const id = await registry.register(SUBJECT, c.schemas.get('order', 'OrderCreated').text);
+    const bytes = await c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(bytes[0]).toBe(0);
+    expect(bytes.readInt32BE(1)).toBe(id);
+    expect(unframeConfluent(bytes).body).toEqual(c.schemas.get('order', 'OrderCreated').type.toBuffer(order()));
+    const decoded = await c.decodeWithInfo(bytes, AVRO_CONTENT_TYPE);
+    expect(decoded).toEqual({ payload: order(), contentType: AVRO_CONTENT_TYPE, schemaId: id, schemaName: 'dev.outboxrouter.order.OrderCreated' });
+    expect((decoded.payload as { placedAt: unknown }).placedAt).toBeInstanceOf(Date);
+  });
+
+  it('is what the outbox writer expects of a codec', async () => {
+    const encoder: PayloadEncoder = codec({ autoRegister: true }); // a compile-time check as much as a runtime one
+    const bytes = await encoder.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(bytes.readInt32BE(1)).toBe(41);
+  });
+
+  it('looks the id up once per subject, then serves it from the cache', async () => {
+    const c = codec();
+    await registry.register(SUBJECT, c.schemas.get('order', 'OrderCreated').text);
+    registry.calls.length = 0;
+    await Promise.all([1, 2, 3].map(() => c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE)));
+    await c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(registry.calls).toEqual([`lookup ${SUBJECT}`]);
+  });
+
+  it('fails with SCHEMA_NOT_REGISTERED naming the subject and the command, and asks again next time', async () => {
+    const c = codec();
+    const error = await rejection(c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
+    expect(error.code).toBe('SCHEMA_NOT_REGISTERED');
+    expect(error.retriable).toBe(false);
+    expect(error.message).toContain(`under subject ${SUBJECT}`);
+    expect(error.message).toContain('outbox schemas:register');
+    await registry.register(SUBJECT, c.schemas.get('order', 'OrderCreated').text);
+    await expect(c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE)).resolves.toBeInstanceOf(Buffer);
+  });
+
+  it('registers on first use with autoRegister', async () => {
+    const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    expect(registry.calls).toEqual([`register ${SUBJECT}`]);
+    expect(registry.subjects.get(SUBJECT)?.[0]?.id).toBe(bytes.readInt32BE(1));
+  });
+
+  it('validates before it talks to the registry', async () => {
+    const error = await rejection(codec({ autoRegister: true }).encode('order', 'OrderCreated', { ...order(), totalCents: 'lots' }, AVRO_CONTENT_TYPE));
+    expect(error.code).toBe('PAYLOAD_INVALID');
+    expect(error.message).toContain('totalCents: got string "lots", expected long');
+    expect(registry.calls).toEqual([]);
+  });
+
+  it('rejects an unknown event type and an unknown content type', async () => {
+    expect((await rejection(codec().encode('order', 'OrderLost', {}, AVRO_CONTENT_TYPE))).code).toBe('EVENT_TYPE_UNKNOWN');
+    const error = await rejection(codec().encode('order', 'OrderCreated', order(), 'text/plain' as never));
+    expect(error.code).toBe('PAYLOAD_INVALID');
+    expect(error.message).toContain('application/vnd.apache.avro+binary or application/json');
+  });
+
+  it('encodes and decodes JSON without schemas or registry, accepting content-type parameters', async () => {
+    const c = codec({ schemasDir: '/nonexistent' });
+    const bytes = await c.encode('invoice', 'InvoiceSent', { n: 1 }, JSON_CONTENT_TYPE);
+    expect(await c.decode(bytes, 'Application/JSON; charset=utf-8')).toEqual({ n: 1 });
+    expect(registry.calls).toEqual([]);
+  });
+
+  it('fails decoding with DECODE_FAILED for an unknown id, a truncated body and an unknown content type', async () => {
+    const c = codec({ autoRegister: true });
+    const bytes = await c.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const unknownId = Buffer.from(bytes);
+    unknownId.writeInt32BE(999, 1);
+    const e1 = await rejection(c.decode(unknownId, AVRO_CONTENT_TYPE));
+    expect([e1.code, e1.retriable]).toEqual(['DECODE_FAILED', false]);
+    expect(e1.message).toContain('schema id 999 is not in the registry at http://fake-registry');
+    const e2 = await rejection(c.decode(bytes.subarray(0, bytes.length - 3), AVRO_CONTENT_TYPE));
+    expect(e2.code).toBe('DECODE_FAILED');
+    expect(e2.message).toMatch(/body does not match schema id 41 \(dev\.outboxrouter\.order\.OrderCreated\)/);
+    const e3 = await rejection(c.decode(bytes, 'application/x-protobuf'));
+    expect(e3.code).toBe('DECODE_FAILED');
+    expect(e3.message).toContain('"application/x-protobuf"');
+  });
+
+  it('reads an old record with a newer local schema, filling defaults (reader option)', async () => {
+    const json = orderCreatedJson();
+    const newer = { ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'web' }] };
+    const old = codec({ autoRegister: true });
+    const bytes = await old.encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const reader = codec({ schemasDir: tempSchemas({ 'order/OrderCreated': newer }) });
+    const withDefault = (await reader.decode(bytes, AVRO_CONTENT_TYPE, { reader: { aggregateType: 'order', eventType: 'OrderCreated' } })) as Record<string, unknown>;
+    expect(withDefault.channel).toBe('web');
+    expect(withDefault.placedAt).toEqual(order().placedAt);
+    expect(((await reader.decode(bytes, AVRO_CONTENT_TYPE)) as Record<string, unknown>).channel).toBeUndefined();
+  });
+
+  it('refuses to read with an incompatible local schema', async () => {
+    const json = orderCreatedJson();
+    const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const reader = codec({ schemasDir: tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'string' }] } }) });
+    const error = await rejection(reader.decode(bytes, AVRO_CONTENT_TYPE, { reader: { aggregateType: 'order', eventType: 'OrderCreated' } }));
+    expect(error.code).toBe('DECODE_FAILED');
+    expect(error.message).toContain('cannot be read with');
+  });
+});

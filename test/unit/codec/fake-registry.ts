@@ -1,0 +1,68 @@
+import type { Type } from 'avsc';
+import { parseAvroType } from '../../../src/codec/logical-types';
+import type { RegistryConnection } from '../../../src/codec';
+
+/** An in-memory stand-in for the registry: ids per distinct schema text (like Apicurio's contentIds). */
+export interface FakeRegistry extends RegistryConnection {
+  calls: string[];
+  subjects: Map<string, { id: number; text: string }[]>;
+  /** What `isCompatible` answers (the real registry's verdict is tested in integration). */
+  compatible: boolean;
+  level: string;
+}
+
+export function fakeRegistry(firstId = 41): FakeRegistry {
+  const ids = new Map<string, number>();
+  const texts = new Map<number, string>();
+  let next = firstId;
+  const idOf = (text: string) => {
+    let id = ids.get(text);
+    if (id === undefined) {
+      id = next++;
+      ids.set(text, id);
+      texts.set(id, text);
+    }
+    return id;
+  };
+  const fake: FakeRegistry = {
+    url: 'http://fake-registry/apis/ccompat/v7',
+    calls: [],
+    subjects: new Map(),
+    compatible: true,
+    level: 'BACKWARD',
+    async lookup(subject, text) {
+      fake.calls.push(`lookup ${subject}`);
+      const versions = fake.subjects.get(subject) ?? [];
+      const i = versions.findIndex((v) => v.text === text);
+      return i < 0 ? undefined : { id: versions[i]!.id, version: i + 1 };
+    },
+    async latest(subject) {
+      fake.calls.push(`latest ${subject}`);
+      const versions = fake.subjects.get(subject) ?? [];
+      const last = versions[versions.length - 1];
+      return last ? { id: last.id, version: versions.length, schema: last.text } : undefined;
+    },
+    async compatibilityLevel(subject) {
+      return fake.subjects.has(subject) ? fake.level : undefined;
+    },
+    async isCompatible(subject) {
+      fake.calls.push(`compatible ${subject}`);
+      return fake.compatible;
+    },
+    async register(subject, text) {
+      fake.calls.push(`register ${subject}`);
+      const versions = fake.subjects.get(subject) ?? [];
+      const found = versions.find((v) => v.text === text);
+      if (found) return found.id;
+      const id = idOf(text);
+      fake.subjects.set(subject, [...versions, { id, text }]);
+      return id;
+    },
+    async writerType(id): Promise<Type | undefined> {
+      fake.calls.push(`schema ${id}`);
+      const text = texts.get(id);
+      return text === undefined ? undefined : parseAvroType(JSON.parse(text));
+    },
+  };
+  return fake;
+}
