@@ -18,7 +18,9 @@ export const STACK_PORTS = Object.freeze({
 });
 
 export const STACK_VERSIONS = Object.freeze({
-  kafka: '4.4.0',
+  // Not 4.4: Debezium 3.6.1 calls org.apache.kafka.common.utils.Sanitizer, which 4.4 removed (its tasks fail
+  // with NoClassDefFoundError). 4.3.1 is what Debezium's own 3.6 images ship.
+  kafka: '4.3.1',
   debezium: '3.6.1.Final',
   apicurio: '3.3.3',
   log4j: '2.25.5',

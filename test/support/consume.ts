@@ -21,6 +21,24 @@ function headerMap(headers: IHeaders | undefined): Record<string, string> {
   return out;
 }
 
+/** Routed topics appear when Connect first produces to them: wait rather than fail the subscription. */
+export async function waitForTopics(topics: string[], timeoutMs = 60_000): Promise<void> {
+  const admin = testKafka().admin();
+  await admin.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const existing = new Set(await admin.listTopics());
+      const missing = topics.filter((t) => !existing.has(t));
+      if (missing.length === 0) return;
+      if (Date.now() > deadline) throw new Error(`topics ${missing.join(', ')} did not appear within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /**
  * Reads `topics` from the beginning with a fresh group until `done(records)` holds, or throws after
  * `timeoutMs` with what arrived so far.
@@ -30,6 +48,7 @@ export async function collect(
   done: (records: Received[]) => boolean,
   timeoutMs = 60_000,
 ): Promise<Received[]> {
+  if (Array.isArray(topics)) await waitForTopics(topics, Math.min(timeoutMs, 60_000));
   const consumer = testKafka().consumer({ groupId: randomName('collect'), maxWaitTimeInMs: 100, allowAutoTopicCreation: true });
   const records: Received[] = [];
   await consumer.connect();

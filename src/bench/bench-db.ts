@@ -1,0 +1,33 @@
+import { Client, Pool } from 'pg';
+import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
+import { clientConfig } from '../db';
+import { ORDERS_DDL } from '../examples/create-order';
+import { provision } from '../provision';
+
+/**
+ * A throw-away database per bench run on the local stack: provisioned, with the example's orders
+ * table, so a run never touches `app` and leaves nothing behind.
+ */
+export async function createBenchDatabase(overrides: OutboxOptions = {}): Promise<{ config: OutboxConfig; pool: Pool; drop(): Promise<void> }> {
+  const base = loadConfig({ overrides });
+  const name = `outbox_bench_${Date.now().toString(36)}`;
+  const admin = new Client(clientConfig(base.database, { database: 'postgres' }));
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`);
+  await admin.end();
+  const config = loadConfig({ overrides: { ...overrides, database: { ...overrides.database, database: name } } });
+  await provision(config);
+  const pool = new Pool({ ...clientConfig(config.database), max: 16 });
+  await pool.query(ORDERS_DDL);
+  return {
+    config,
+    pool,
+    async drop() {
+      await pool.end();
+      const c = new Client(clientConfig(base.database, { database: 'postgres' }));
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}

@@ -1,0 +1,48 @@
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { OutboxWriter } from '../producer';
+
+export interface WriterRun {
+  mode: string;
+  transactions: number;
+  seconds: number;
+  tps: number;
+}
+
+/**
+ * Business transactions at fixed concurrency for `seconds`: BEGIN, one orders row, optionally one
+ * outbox event through `writer`, COMMIT. The same loop with and without the event gives the
+ * writer's overhead on the business path.
+ */
+export async function measureWriter(pool: Pool, mode: string, writer: OutboxWriter | undefined, concurrency: number, seconds: number, onTick?: (done: number) => void): Promise<WriterRun> {
+  let transactions = 0;
+  const deadline = Date.now() + seconds * 1000;
+  const ticker = setInterval(() => onTick?.(transactions), 1000);
+  const worker = async () => {
+    const client = await pool.connect();
+    try {
+      while (Date.now() < deadline) {
+        const orderId = randomUUID();
+        await client.query('BEGIN');
+        await client.query('INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES ($1, $2, $3, $4, $5)', [orderId, 'c-1', 'EUR', 2000, 'created']);
+        if (writer) {
+          await writer.writeEvent(client, {
+            aggregateType: 'order',
+            aggregateId: orderId,
+            type: 'OrderCreated',
+            payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
+          });
+        }
+        await client.query('COMMIT');
+        transactions++;
+      }
+    } finally {
+      client.release();
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  clearInterval(ticker);
+  const elapsed = (Date.now() - started) / 1000;
+  return { mode, transactions, seconds: elapsed, tps: transactions / elapsed };
+}
