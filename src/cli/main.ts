@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
+import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { schemaCommands } from './schema-commands';
 import { stackCommand } from './stack-commands';
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
   program.addCommand(stackCommand());
   for (const command of dbCommands()) program.addCommand(command);
   for (const command of schemaCommands()) program.addCommand(command);
+  for (const command of connectorCommands()) program.addCommand(command);
   program.addCommand(benchCommand());
   return program;
 }

@@ -74,3 +74,29 @@ export async function createOrder(pool: Pool, outbox: OutboxWriter, order: NewOr
     client.release();
   }
 }
+
+/** `node dist/examples/create-order.js`: one order on the configured database (default: the local stack). */
+async function main(): Promise<void> {
+  const { Pool } = await import('pg');
+  const { loadConfig } = await import('../config');
+  const { createCodec } = await import('../codec');
+  const { createOutboxWriter } = await import('../producer');
+  const { clientConfig } = await import('../db');
+  const config = loadConfig();
+  const pool = new Pool(clientConfig(config.database));
+  try {
+    await pool.query(ORDERS_DDL);
+    const outbox = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry }) });
+    const created = await createOrder(pool, outbox, { customerId: 'customer-1', currency: 'EUR', lines: [{ sku: 'BOOK-42', quantity: 2, priceCents: 1999 }] });
+    process.stdout.write(`order ${created.orderId} (${created.totalCents} cents) committed with event ${created.event.id} (${created.event.bytes} bytes ${created.event.contentType})\n`);
+  } finally {
+    await pool.end();
+  }
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`create-order: ${(error as Error).message}\n`);
+    process.exitCode = 1;
+  });
+}

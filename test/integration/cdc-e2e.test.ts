@@ -60,6 +60,8 @@ describe('write side and CDC, end to end', () => {
     expect(forOrder).toHaveLength(1);
     const record = forOrder[0] as Received;
     expect(record.headers).toMatchObject({ id: committed.event.id, eventType: 'OrderCreated', contentType: 'application/vnd.apache.avro+binary', traceparent });
+    // Exactly the contract's headers: no __debezium.context.* (extended.headers.enabled=false).
+    expect(Object.keys(record.headers).sort()).toEqual(['contentType', 'eventType', 'headers', 'id', 'traceparent']);
     expect(await codec.decode(record.value, record.headers.contentType as string)).toEqual({
       orderId: committed.orderId,
       customerId: 'c-1',

@@ -1,0 +1,181 @@
+import { Command, Option } from 'commander';
+import type { OutboxConfig } from '../config';
+import {
+  connectorStatus,
+  deleteConnector,
+  deployConnector,
+  formatDiff,
+  pauseConnector,
+  restartConnector,
+  resumeConnector,
+  type ConnectorBuildOptions,
+  type ConnectorStatusReport,
+} from '../connector';
+import { OutboxError } from '../errors';
+import { configFrom, withConfigOption } from './config-option';
+import { action, formatMs, loggerFor } from './run-command';
+
+interface CommonOptions {
+  json?: boolean;
+}
+
+function withCommon(command: Command, json = true): Command {
+  withConfigOption(command);
+  if (json) command.option('--json', 'print JSON for scripts', false);
+  return command;
+}
+
+function print(json: boolean | undefined, value: unknown, lines: () => string[]): void {
+  process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${lines().join('\n')}\n`);
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function parseSets(sets: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of sets) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) throw new OutboxError('CONFIG_INVALID', `--set expects key=value, got ${JSON.stringify(item)}. Example: --set slot.max.retries=10`);
+    out[item.slice(0, eq).trim()] = item.slice(eq + 1);
+  }
+  return out;
+}
+
+function parseAddress(address: string | undefined): Pick<ConnectorBuildOptions, 'databaseHost' | 'databasePort'> {
+  if (!address) return {};
+  const match = /^(.+?)(?::(\d+))?$/.exec(address);
+  return { databaseHost: match?.[1], databasePort: match?.[2] ? Number(match[2]) : undefined };
+}
+
+const int = (v: string) => Number.parseInt(v, 10);
+
+function deployCommand(): Command {
+  return withCommon(
+    new Command('connector:deploy').description(
+      'Deploy (or update) the Debezium PostgreSQL connector with the Outbox Event Router: validate through Kafka Connect, ' +
+        'show the difference to the stored config, refuse unsafe slot/offset states, write only if changed, and wait until ' +
+        'the connector and its task are RUNNING.',
+    ),
+  )
+    .option('--dry-run', 'validate and show the difference, write nothing', false)
+    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unsafe --set values)', false)
+    .option('--set <key=value>', 'an extra connector property (repeatable; checked by the guard rails)', collect, [])
+    .addOption(new Option('--partitions <n>', 'partitions of the topics Connect creates (-1: broker default)').argParser(int))
+    .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (-1: broker default)').argParser(int))
+    .option('--db-address <host[:port]>', 'the database as the Connect worker reaches it, if not config.database (compose: postgres:5432)')
+    .action(
+      action(async (opts: CommonOptions & { dryRun: boolean; force: boolean; set: string[]; partitions?: number; replicationFactor?: number; dbAddress?: string }, command: Command) => {
+        const log = loggerFor(command);
+        const config = configFrom(command);
+        const result = await deployConnector(config, {
+          dryRun: opts.dryRun,
+          force: opts.force,
+          log,
+          build: {
+            extra: parseSets(opts.set),
+            topicPartitions: opts.partitions,
+            topicReplicationFactor: opts.replicationFactor,
+            ...parseAddress(opts.dbAddress),
+          },
+        });
+        // A new connector's diff is its whole config: printed on a dry run only.
+        const changes = result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff);
+        print(opts.json, result, () => [
+          ...changes,
+          ...result.overridden.map((o) => `forced past: ${o}`),
+          ...(result.warnings ?? []).map((w) => `warning: ${w}`),
+          result.action === 'unchanged'
+            ? `connector ${result.connector} unchanged: nothing written`
+            : result.action === 'dry-run'
+              ? `dry run: connector ${result.connector} would be ${result.diff.added.length === Object.keys(result.config).length ? 'created' : 'updated'}; nothing written`
+              : `connector ${result.connector} ${result.action}${result.runningAfterMs === undefined ? '' : `, RUNNING after ${formatMs(result.runningAfterMs)}`}`,
+        ]);
+      }),
+    );
+}
+
+function statusLines(report: ConnectorStatusReport): string[] {
+  if (!report.exists) return [`connector ${report.connector}: not deployed at ${report.url}`];
+  const slot = report.slot
+    ? `slot ${report.slotName}: ${report.slot.active ? 'active' : 'INACTIVE'}, confirmed_flush_lsn ${report.slot.confirmedFlushLsn}, retained WAL ${report.slot.retainedWalBytes ?? '?'} bytes, unconfirmed ${report.slot.confirmedLagBytes ?? '?'} bytes`
+    : report.slot === null
+      ? `slot ${report.slotName}: missing`
+      : `slot ${report.slotName}: unknown (${report.slotError})`;
+  return [
+    `connector ${report.connector}: ${report.state ?? 'no status yet'} on ${report.worker ?? '-'}`,
+    ...(report.trace ? [report.trace] : []),
+    ...report.tasks.flatMap((t) => [`  task ${t.id}: ${t.state} on ${t.worker}`, ...(t.trace ? [t.trace] : [])]),
+    slot,
+    report.healthy ? 'healthy' : 'NOT healthy',
+  ];
+}
+
+function statusCommand(): Command {
+  return withCommon(
+    new Command('connector:status').description(
+      'Show the connector, its worker and tasks (with the head of any failure trace) and its replication slot (active, ' +
+        'confirmed_flush_lsn, retained WAL). Exits 1 unless the connector and every task are RUNNING and the slot is active.',
+    ),
+  ).action(
+    action(async (opts: CommonOptions, command: Command) => {
+      const report = await connectorStatus(configFrom(command));
+      print(opts.json, report, () => statusLines(report));
+      return report.healthy ? 0 : 1;
+    }),
+  );
+}
+
+function simpleCommand(name: string, description: string, run: (config: OutboxConfig) => Promise<void>, done: string): Command {
+  return withCommon(new Command(name).description(description), false).action(
+    action(async (_opts: CommonOptions, command: Command) => {
+      const config = configFrom(command);
+      await run(config);
+      process.stdout.write(`connector ${config.connector.name}: ${done}\n`);
+    }),
+  );
+}
+
+function deleteCommand(): Command {
+  return withCommon(
+    new Command('connector:delete').description(
+      'Delete the connector and wait until Connect no longer lists it. The replication slot and the publication stay ' +
+        '(a redeploy resumes where it stopped) unless --drop-slot is given.',
+    ),
+  )
+    .option('--drop-slot', "also reset the connector's offsets, then drop its replication slot and the publication (run db:provision before deploying again)", false)
+    .action(
+      action(async (opts: CommonOptions & { dropSlot: boolean }, command: Command) => {
+        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, log: loggerFor(command) });
+        print(opts.json, result, () => [
+          `connector ${result.connector}: ${result.deleted ? 'deleted' : 'was not deployed'}`,
+          ...(opts.dropSlot
+            ? [`slot ${result.slotName}: ${result.slotDropped ? 'dropped' : 'was absent'}; publication: ${result.publicationDropped ? 'dropped' : 'was absent'}`]
+            : []),
+        ]);
+      }),
+    );
+}
+
+/** The connector:* commands, for main.ts to add to the program. */
+export function connectorCommands(): Command[] {
+  return [
+    deployCommand(),
+    statusCommand(),
+    simpleCommand(
+      'connector:restart',
+      'Restart the failed parts of the connector (POST …/restart?includeTasks=true&onlyFailed=true); running tasks are left alone.',
+      (c) => restartConnector(c),
+      'restart requested for failed instances',
+    ),
+    simpleCommand(
+      'connector:pause',
+      'Pause the connector: it stops streaming and keeps its slot, which then retains WAL until it is resumed.',
+      (c) => pauseConnector(c),
+      'pause requested',
+    ),
+    simpleCommand('connector:resume', 'Resume a paused or stopped connector.', (c) => resumeConnector(c), 'resume requested'),
+    deleteCommand(),
+  ];
+}

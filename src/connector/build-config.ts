@@ -1,0 +1,167 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { OutboxConfig } from '../config';
+import { OutboxError } from '../errors';
+import { PROJECT_ROOT } from '../stack/paths';
+import { renderTemplate } from '../stack/template';
+import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, javaRegexLiteral, quoteIdent } from './escape';
+import { checkExtra } from './extra-guard';
+
+/**
+ * The Debezium PostgreSQL connector + Outbox Event Router config, rendered from
+ * connect/outbox-connector.json. Why each value (key names checked against Debezium 3.6.1's
+ * `GET /connector-plugins/{PostgresConnector,EventRouter}/config` on the local stack and its source):
+ *
+ * Correctness
+ * - plugin.name=pgoutput: the default is decoderbufs, which managed PostgreSQL does not ship.
+ * - publication.autocreate.mode=disabled: `db:provision` owns the publication (outbox + heartbeat
+ *   tables only); all_tables needs superuser and filtered would ALTER our publication.
+ * - snapshot.mode=no_data: a snapshot emits existing outbox rows as op=r, which the SMT routes like
+ *   inserts, re-publishing old events.
+ * - skipped.operations=u,d,t: only inserts are events. Deletes (insert-then-delete cleanup) and the
+ *   relay's published_at updates would only be dropped by the SMT (with a warning per update).
+ * - tombstones.on.delete=false: no tombstone may reach an event topic.
+ * - table.field.additional.missing=error: a NULL traceparent/headers is a null header, not "missing";
+ *   a missing column means the table is not ours, and failing the task (offsets not committed, nothing
+ *   lost) beats silently dropping trace context.
+ * - errors.tolerance=none: a record failing the SMT or a converter fails the task instead of vanishing.
+ * - the predicate limits the SMT to the outbox topic `<topic.prefix>.<schema>.<table>` as Debezium
+ *   sanitizes it; heartbeat records pass through untouched (as JSON, hence the `.type.` delegate).
+ *
+ * Latency (DESIGN.md targets p50 <= 30 ms, p99 <= 100 ms at 1,000 events/s)
+ * - poll.interval.ms (config, 20): Debezium waits this long for a batch to fill (default 500 ms).
+ * - max.batch.size / max.queue.size (config, 2048/8192): Debezium's defaults; a full batch never waits.
+ * - producer.override.linger.ms (config, 5): a few ms of batching keeps throughput at 5,000+/s while
+ *   staying far below the latency budget; Connect's source producer allows one request in flight.
+ * - producer.override.batch.size=131072: with one request in flight per broker, bigger batches (not
+ *   more waiting) carry the throughput; memory is only used by partitions that have records.
+ * - producer.override.compression.type=none: lz4 would be the usual pick, but kafkajs 2.2.4 (the router)
+ *   cannot read it ("KafkaJSNotImplemented: LZ4 compression not implemented", seen end to end), nor
+ *   snappy or zstd without codec plugins; gzip costs CPU the 2-core box lacks, on Avro that compresses little.
+ * - producer.override.max.request.size and topic.creation.default.max.message.bytes: the largest
+ *   payload (outbox.maxPayloadBytes) plus 64 KiB for key and headers, never below Kafka's 1 MiB.
+ * - heartbeat.interval.ms (config, 10 s) + heartbeat.action.query: an idle outbox still confirms a
+ *   recent LSN, so the slot does not pin WAL; the heartbeat table is in the publication.
+ */
+
+export type ConnectorConfig = Readonly<Record<string, string>>;
+
+export const CONNECTOR_TEMPLATE = join(PROJECT_ROOT, 'connect', 'outbox-connector.json');
+
+const HEADROOM_BYTES = 64 * 1024;
+const KAFKA_DEFAULT_MAX_REQUEST = 1024 * 1024;
+const PRODUCER_BATCH_BYTES = 128 * 1024;
+
+/** -1 means "the broker's default" to Connect's topic creation. */
+const topicCount = z.number().int().refine((n) => n === -1 || n >= 1, 'a positive integer, or -1 for the broker default');
+
+export const connectorBuildOptionsSchema = z
+  .object({
+    /** Extra or overriding connector properties for power users; checked by the guard rails. */
+    extra: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'property names are letters, digits, ".", "_" and "-"'), z.string()).default({}),
+    /** Lets `extra` override settings the guard rails refuse (the CLI's --force). Plain-text secrets stay refused. */
+    allowUnsafe: z.boolean().default(false),
+    /** Partitions of the topics Connect creates (routed outbox topics, heartbeat topic). */
+    topicPartitions: topicCount.default(3),
+    /** Replication factor of those topics: 1 fits the one-broker local stack; use 3 in production. */
+    topicReplicationFactor: topicCount.default(1),
+    /** The database as the Connect worker reaches it, when that differs from config.database (compose: postgres:5432). */
+    databaseHost: z.string().min(1).optional(),
+    databasePort: z.number().int().min(1).max(65535).optional(),
+  })
+  .strict();
+
+export type ConnectorBuildOptions = z.input<typeof connectorBuildOptionsSchema>;
+
+let templateText: string | undefined;
+
+function template(): string {
+  templateText ??= readFileSync(CONNECTOR_TEMPLATE, 'utf8');
+  return templateText;
+}
+
+/** The heartbeat upsert: idempotent, every identifier quoted. The row id is fixed at 1 (the table's CHECK). */
+export function heartbeatQuery(schema: string, table: string): string {
+  const target = `${quoteIdent(schema)}.${quoteIdent(table)}`;
+  return `INSERT INTO ${target} (id, beat_at) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET beat_at = EXCLUDED.beat_at`;
+}
+
+/** The topic Debezium writes outbox changes to, before the SMT re-routes them. */
+export function outboxSourceTopic(config: OutboxConfig): string {
+  return debeziumTopicName(config.connector.topicPrefix, config.outbox.schema, config.outbox.table);
+}
+
+function invalid(message: string): OutboxError {
+  return new OutboxError('CONFIG_INVALID', `${message} Nothing was deployed.`);
+}
+
+/**
+ * Builds the connector config from the resolved configuration. Pure: same input, same output; every
+ * value is a string, as Kafka Connect stores them. The password is always a config-provider reference.
+ */
+export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBuildOptions = {}): ConnectorConfig {
+  const parsed = connectorBuildOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(options)'}: ${i.message}`);
+    throw invalid(`Invalid connector build options:\n${lines.join('\n')}\n`);
+  }
+  const opts = parsed.data;
+  const { connector, outbox, database, roles } = config;
+
+  // Values embedded raw would be resolved by Connect's config providers if they held `${a:b}`.
+  const raw: Record<string, string> = {
+    'outbox.schema': outbox.schema,
+    'outbox.table': outbox.table,
+    'outbox.heartbeatTable': outbox.heartbeatTable,
+    'outbox.publication': outbox.publication,
+    'roles.cdc': roles.cdc,
+    'database.database': database.database,
+    'connector.topicReplacement': connector.topicReplacement,
+  };
+  for (const [path, value] of Object.entries(raw)) {
+    if (CONFIG_PROVIDER_REFERENCE.test(value)) {
+      throw invalid(`${path} (${JSON.stringify(value)}) contains a \${provider:key} reference, which Kafka Connect would replace; rename it.`);
+    }
+  }
+  if (connector.maxQueueSize <= connector.maxBatchSize) {
+    throw invalid(
+      `connector.maxQueueSize (${connector.maxQueueSize}) must be larger than connector.maxBatchSize (${connector.maxBatchSize}), as Debezium requires.`,
+    );
+  }
+
+  const maxRequestSize = Math.max(KAFKA_DEFAULT_MAX_REQUEST, outbox.maxPayloadBytes + HEADROOM_BYTES);
+  const values: Record<string, string | number> = {
+    name: connector.name,
+    databaseHost: opts.databaseHost ?? database.host,
+    databasePort: opts.databasePort ?? database.port,
+    databaseUser: roles.cdc,
+    passwordRef: connector.passwordRef,
+    databaseName: database.database,
+    databaseSslMode: database.ssl ? 'require' : 'disable',
+    topicPrefix: connector.topicPrefix,
+    publication: outbox.publication,
+    slotName: connector.slotName,
+    tableIncludeList: `${javaRegexLiteral(outbox.schema)}\\.${javaRegexLiteral(outbox.table)}`,
+    heartbeatIntervalMs: connector.heartbeatIntervalMs,
+    heartbeatActionQuery: heartbeatQuery(outbox.schema, outbox.heartbeatTable),
+    pollIntervalMs: connector.pollIntervalMs,
+    maxBatchSize: connector.maxBatchSize,
+    maxQueueSize: connector.maxQueueSize,
+    producerLingerMs: connector.producerLingerMs,
+    producerBatchSize: PRODUCER_BATCH_BYTES,
+    maxRequestSize,
+    topicPartitions: opts.topicPartitions,
+    topicReplicationFactor: opts.topicReplicationFactor,
+    // Filled as a value, so the EventRouter's own ${routedByValue} survives the one-pass render.
+    topicReplacement: connector.topicReplacement,
+    outboxTopicPattern: javaRegexLiteral(outboxSourceTopic(config)),
+  };
+  // Values go inside JSON strings: escape them as JSON before rendering.
+  const jsonSafe = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, JSON.stringify(String(v)).slice(1, -1)]));
+  const rendered = JSON.parse(renderTemplate(template(), jsonSafe, CONNECTOR_TEMPLATE)) as Record<string, string>;
+
+  if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
+  checkExtra(rendered, opts.extra, opts.allowUnsafe);
+  return Object.freeze({ ...rendered, ...opts.extra });
+}

@@ -1,0 +1,123 @@
+import type { Client } from 'pg';
+import type { OutboxConfig } from '../config';
+import { clientConfig, pgCode, withClient } from '../db';
+import { OutboxError } from '../errors';
+import { quoteIdent } from './escape';
+import { sleep } from './retry';
+import type { SlotInfo } from './slot-guard';
+
+/** The connector's PostgreSQL side, read and cleaned up with the admin settings (config.database). */
+
+export function withAdmin<T>(config: OutboxConfig, body: (client: Client) => Promise<T>): Promise<T> {
+  return withClient(clientConfig(config.database, { application_name: 'outbox-router connector' }), body);
+}
+
+export async function readSlot(client: Client, slotName: string): Promise<SlotInfo | undefined> {
+  const { rows } = await client.query<{
+    slot_name: string;
+    database: string | null;
+    plugin: string | null;
+    active: boolean;
+    active_pid: number | null;
+    restart_lsn: string | null;
+    confirmed_flush_lsn: string | null;
+    wal_status: string | null;
+    retained: string | null;
+    lag: string | null;
+  }>(
+    `SELECT slot_name, database, plugin, active, active_pid, restart_lsn::text, confirmed_flush_lsn::text, wal_status,
+            pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint::text AS retained,
+            pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint::text AS lag
+       FROM pg_replication_slots WHERE slot_name = $1`,
+    [slotName],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    slotName: row.slot_name,
+    database: row.database,
+    plugin: row.plugin,
+    active: row.active,
+    activePid: row.active_pid,
+    restartLsn: row.restart_lsn,
+    confirmedFlushLsn: row.confirmed_flush_lsn,
+    walStatus: row.wal_status,
+    retainedWalBytes: row.retained === null ? null : Number(row.retained),
+    confirmedLagBytes: row.lag === null ? null : Number(row.lag),
+  };
+}
+
+/**
+ * What the connector needs and validation does not check: the publication (we run with
+ * autocreate disabled) publishing the outbox table, and the heartbeat table when heartbeats are on.
+ */
+export async function missingPrerequisites(client: Client, config: OutboxConfig, heartbeat: boolean): Promise<string[]> {
+  const { schema, table, heartbeatTable, publication } = config.outbox;
+  const missing: string[] = [];
+  const pub = await client.query<{ pubname: string }>('SELECT pubname FROM pg_publication WHERE pubname = $1', [publication]);
+  if (pub.rowCount === 0) {
+    missing.push(`publication "${publication}" does not exist`);
+  } else {
+    const { rows } = await client.query<{ tablename: string }>(
+      'SELECT tablename FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = ANY($3)',
+      [publication, schema, [table, heartbeatTable]],
+    );
+    const published = new Set(rows.map((r) => r.tablename));
+    if (!published.has(table)) missing.push(`publication "${publication}" does not publish ${quoteIdent(schema)}.${quoteIdent(table)}`);
+    if (heartbeat && !published.has(heartbeatTable)) {
+      missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
+    }
+  }
+  if (heartbeat) {
+    const hb = await client.query('SELECT to_regclass($1) AS oid', [`${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`]);
+    if (hb.rows[0]?.oid === null) missing.push(`heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)} does not exist`);
+  }
+  return missing;
+}
+
+export function prerequisiteError(config: OutboxConfig, missing: string[]): OutboxError {
+  return new OutboxError(
+    'CONNECTOR_PREREQUISITE_MISSING',
+    `The connector cannot stream from database ${config.database.database}: ${missing.join('; ')}. Run \`outbox db:provision\` ` +
+      '(npm run db:provision) with the same configuration, then deploy again. Nothing was deployed.',
+    { details: { missing } },
+  );
+}
+
+/**
+ * Waits until no walsender holds the slot (Connect stops tasks asynchronously), then drops it.
+ * True if it was dropped, false if it did not exist.
+ */
+export async function dropSlot(client: Client, slotName: string, timeoutMs: number, pollMs = 250): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const slot = await readSlot(client, slotName);
+    if (!slot) return false;
+    if (!slot.active) {
+      try {
+        await client.query('SELECT pg_drop_replication_slot($1)', [slotName]);
+        return true;
+      } catch (error) {
+        if (pgCode(error) === '42704') return false; // undefined_object: dropped meanwhile
+        if (pgCode(error) !== '55006') throw error; // object_in_use: a walsender took it again
+      }
+    }
+    if (Date.now() > deadline) {
+      throw new OutboxError(
+        'CONNECTOR_TIMEOUT',
+        `Replication slot "${slotName}" is still in use by pid ${slot.activePid} after ${timeoutMs} ms, so it was not dropped. ` +
+          'Find the process in pg_stat_replication (another connector?) and stop it, then run connector:delete --drop-slot again.',
+        { retriable: true, details: { slotName, activePid: slot.activePid } },
+      );
+    }
+    await sleep(pollMs);
+  }
+}
+
+/** True if it was dropped, false if it did not exist. */
+export async function dropPublication(client: Client, publication: string): Promise<boolean> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [publication]);
+  if (!rowCount) return false;
+  await client.query(`DROP PUBLICATION IF EXISTS ${quoteIdent(publication)}`);
+  return true;
+}

@@ -1,0 +1,188 @@
+import type { OutboxConfig } from '../config';
+import { OutboxError } from '../errors';
+import type { Logger } from '../log';
+import { buildConnectorConfig, type ConnectorBuildOptions } from './build-config';
+import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
+import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
+import { missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { unsafeExtra } from './extra-guard';
+import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
+import { waitForRunning, waitForState, type WaitOptions } from './wait';
+
+export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
+export interface DeployProgress {
+  step: DeployStep;
+  detail: string;
+  ms: number;
+}
+
+export interface DeployOptions {
+  /** Validate, diff and check guard rails, print what would change, write nothing. */
+  dryRun?: boolean;
+  /** Deploy despite guard-rail refusals (each is still reported in `overridden`). */
+  force?: boolean;
+  log?: Logger;
+  onProgress?: (event: DeployProgress) => void;
+  build?: Omit<ConnectorBuildOptions, 'allowUnsafe'>;
+  client?: ConnectClient;
+  wait?: Pick<WaitOptions, 'pollMs' | 'settleMs'>;
+}
+
+export interface DeployResult {
+  connector: string;
+  action: 'created' | 'updated' | 'unchanged' | 'dry-run';
+  diff: ConfigDiff;
+  /** The deployed (or, on dry run, desired) config, secrets redacted. */
+  config: Record<string, string>;
+  /** Refusals that `force` overrode. */
+  overridden: string[];
+  /** Guard-rail findings on an unchanged deploy (nothing was written, so nothing was refused). */
+  warnings?: string[];
+  status?: ConnectorStatusInfo;
+  /** From the write until the connector and every task had been RUNNING for the settle window (1.5 s by default). */
+  runningAfterMs?: number;
+  elapsedMs: number;
+}
+
+const SECRET_KEY = /password|secret/i;
+
+function refuse(name: string, findings: GuardFinding[], created: boolean): OutboxError {
+  return new OutboxError(
+    'CONNECTOR_UNSAFE',
+    `Refusing to deploy connector ${name}${created ? ' (the connector just created to read its offsets was removed again)' : ''}; nothing was deployed:\n` +
+      `${findings.map((f) => `  - ${f.message}`).join('\n')}\nResolve it as described, or deploy with --force (force: true) if you accept the consequence.`,
+    { details: { findings: findings.map((f) => f.code) } },
+  );
+}
+
+/**
+ * Validate → check the database side → diff against Connect's stored config → guard rails → write
+ * (or stop on dry run) → wait until the connector and every task are RUNNING. An unchanged config is
+ * not written. A new connector is first created STOPPED, so that offsets a deleted namesake left in
+ * Connect's offset topic are seen (and guarded) before anything streams.
+ */
+export async function deployConnector(config: OutboxConfig, options: DeployOptions = {}): Promise<DeployResult> {
+  const started = Date.now();
+  const { log, force = false } = options;
+  const progress = (step: DeployStep, detail: string) => {
+    log?.info({ step, ms: Date.now() - started }, `${step}: ${detail}`);
+    options.onProgress?.({ step, detail, ms: Date.now() - started });
+  };
+  const client = options.client ?? createConnectClient(config.connect);
+  const desired = buildConnectorConfig(config, { ...options.build, allowUnsafe: force });
+  const name = desired.name as string;
+  const slotName = desired['slot.name'] as string;
+  const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);
+
+  const validation = await client.validate(desired);
+  if (validation.fields.length > 0 || validation.errorCount > 0) {
+    for (const f of validation.fields) log?.error({ field: f.field, errors: f.errors }, `invalid ${f.field}`);
+    const lines = validation.fields.map((f) => `  - ${f.field}: ${f.errors.join('; ')}`);
+    throw new OutboxError(
+      'CONNECTOR_CONFIG_INVALID',
+      `Kafka Connect rejected the config of connector ${name} (${validation.errorCount} error(s)); nothing was deployed:\n${lines.join('\n')}\n` +
+        'Fix the settings named above (database, roles, outbox and connector sections of the config), then deploy again.',
+      { details: { fields: validation.fields } },
+    );
+  }
+  progress('validate', `Connect accepted the config (${Object.keys(desired).length} properties)`);
+
+  const heartbeat = desired['heartbeat.interval.ms'] !== '0';
+  const slot: SlotInfo | undefined = await withAdmin(config, async (db) => {
+    const missing = await missingPrerequisites(db, config, heartbeat);
+    if (missing.length > 0) throw prerequisiteError(config, missing);
+    return readSlot(db, slotName);
+  });
+  progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
+
+  const current = await client.getConfig(name);
+  const diff = diffConfigs(current, desired);
+  const result = (action: DeployResult['action'], extra: Partial<DeployResult> = {}): DeployResult => ({
+    connector: name,
+    action,
+    diff,
+    config: redactConnectorConfig(desired),
+    overridden,
+    elapsedMs: Date.now() - started,
+    ...extra,
+  });
+  const guard = (input: Omit<GuardInput, 'slotName' | 'database' | 'slot'>): GuardFinding[] =>
+    slotGuard({ slotName, database: config.database.database, slot, ...input });
+  const storedOffset = async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string);
+  const checkExisting = async (stored: Record<string, string>) =>
+    guard({ connector: stored['slot.name'] === slotName ? 'same-slot' : 'other-slot', offset: await storedOffset() });
+
+  if (diff.unchanged) {
+    // Nothing is written, so nothing is refused; a slot/offset problem is still worth saying.
+    const warnings = (await checkExisting(current as Record<string, string>)).map((f) => f.message);
+    for (const w of warnings) log?.warn({ step: 'guard' }, w);
+    progress('diff', 'unchanged: nothing to write');
+    return result('unchanged', { status: await client.status(name), warnings });
+  }
+  progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
+  for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
+
+  /** Forced past an offset the slot cannot serve: reset it, so Debezium streams from the slot instead of failing. */
+  let resetOffsets = false;
+  const accept = (findings: GuardFinding[]) => {
+    if (findings.length > 0 && !force) return false;
+    overridden.push(...findings.map((f) => f.message));
+    resetOffsets = findings.some((f) => f.code === 'offset-without-slot' || f.code === 'slot-ahead-of-offset');
+    progress('guard', findings.length ? `${findings.length} refusal(s) overridden by force${resetOffsets ? '; stored offsets will be reset' : ''}` : 'slot and stored offsets agree');
+    return true;
+  };
+
+  if (current || options.dryRun) {
+    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
+    const findings = current ? await checkExisting(current) : guard({ connector: 'absent', offset: undefined });
+    if (!accept(findings)) throw refuse(name, findings, false);
+  }
+  if (options.dryRun) {
+    progress('write', `dry run: nothing written${current ? '' : ' (offsets a deleted connector of this name left are only readable once it exists)'}`);
+    return result('dry-run');
+  }
+
+  const writeStarted = Date.now();
+  let expectTaskConfig: Record<string, string | null> | undefined;
+  if (current) {
+    const before = await client.status(name);
+    if (resetOffsets) {
+      await client.stop(name);
+      await waitForState(client, name, 'STOPPED', config.connector.deployTimeoutMs);
+      await client.resetOffsets(name);
+    }
+    await client.putConfig(name, desired);
+    if (resetOffsets) await client.resume(name);
+    progress('write', `updated connector ${name}${resetOffsets ? ' (stored offsets reset)' : ''}`);
+    if (!resetOffsets && before && (before.connector.state === 'PAUSED' || before.connector.state === 'STOPPED')) {
+      log?.warn({ step: 'wait' }, `connector ${name} is ${before.connector.state}: the new config applies when it is resumed (outbox connector:resume)`);
+      return result('updated', { status: await client.status(name) });
+    }
+    // Until the tasks carry the new values, a RUNNING status is the old tasks'.
+    expectTaskConfig = Object.fromEntries([
+      ...[...diff.added, ...diff.changed].filter((d) => !SECRET_KEY.test(d.key)).map((d) => [d.key, desired[d.key] as string]),
+      ...diff.removed.filter((d) => !SECRET_KEY.test(d.key)).map((d) => [d.key, null]),
+    ]);
+  } else {
+    await client.create(name, desired, 'STOPPED');
+    let leftover: Record<string, unknown> | undefined;
+    try {
+      leftover = await storedOffset();
+      const findings = guard({ connector: 'absent', offset: leftover });
+      if (!accept(findings)) throw refuse(name, findings, true);
+      if (resetOffsets) await client.resetOffsets(name);
+      await client.resume(name);
+    } catch (error) {
+      // Never leave a half-made, STOPPED connector behind: the next deploy would find it "unchanged".
+      await client.delete(name).catch(() => false);
+      throw error;
+    }
+    const how = resetOffsets ? ' (stored offsets of a previous connector of this name reset)' : leftover ? ' (resuming from offsets a previous connector of this name stored)' : '';
+    progress('write', `created connector ${name}${how}`);
+  }
+
+  const status = await waitForRunning(client, name, { timeoutMs: config.connector.deployTimeoutMs, expectTaskConfig, ...options.wait });
+  const runningAfterMs = Date.now() - writeStarted;
+  progress('wait', `connector and ${status.tasks.length} task(s) RUNNING after ${runningAfterMs} ms`);
+  return result(current ? 'updated' : 'created', { status, runningAfterMs });
+}

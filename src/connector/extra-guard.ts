@@ -1,0 +1,89 @@
+import { OutboxError } from '../errors';
+import { isProviderReference } from './escape';
+
+/**
+ * Guard rails for `extra`, the power users' connector properties. Some overrides are never allowed
+ * (they would store a secret or rename what we deploy); the rest are refused unless forced, each
+ * with the reason it loses, duplicates or re-publishes events.
+ */
+
+export interface ExtraRefusal {
+  key: string;
+  value: string;
+  reason: string;
+}
+
+const SECRET_KEY = /password|secret/i;
+
+/** Keys outbox-router sets itself, whatever `--force` says. */
+const FIXED: Record<string, string> = {
+  name: 'the connector name comes from connector.name (OUTBOX_CONNECTOR_NAME)',
+  'connector.class': 'outbox-router deploys io.debezium.connector.postgresql.PostgresConnector only',
+};
+
+type Rule = (value: string) => string | undefined;
+
+/** Per-key rules: return the reason to refuse, or undefined when the value is safe. */
+const RULES: Record<string, Rule> = {
+  'plugin.name': (v) =>
+    v === 'pgoutput' ? undefined : 'only pgoutput is built into PostgreSQL; decoderbufs is missing on managed services (RDS, Cloud SQL, Azure)',
+  'publication.autocreate.mode': (v) =>
+    v === 'disabled'
+      ? undefined
+      : 'db:provision owns the publication: all_tables needs superuser and captures every table, filtered rewrites our publication',
+  'snapshot.mode': (v) =>
+    v === 'no_data' || v === 'never' ? undefined : 'a snapshot routes every existing outbox row like an insert and re-publishes old events',
+  'slot.drop.on.stop': (v) =>
+    v.trim().toLowerCase() === 'true' ? 'each stop drops the slot; the next start skips what was written meanwhile (DBZ-5739)' : undefined,
+  'errors.tolerance': (v) => (v === 'none' ? undefined : 'records failing the SMT or converter would be dropped silently'),
+  'tombstones.on.delete': (v) => (v.trim().toLowerCase() === 'false' ? undefined : 'tombstones must never reach event topics'),
+  'producer.override.compression.type': (v) =>
+    ['none', 'gzip'].includes(v) ? undefined : 'kafkajs (the router) cannot decode lz4, snappy or zstd batches without codec plugins: consumers would crash',
+};
+
+/** Keys (and prefixes) that define the record contract or the objects guard rails inspect. */
+const CONTRACT_KEYS = ['slot.name', 'publication.name', 'table.include.list', 'topic.prefix', 'key.converter', 'skipped.operations'];
+const CONTRACT_PREFIXES = ['value.converter', 'transforms', 'predicates'];
+
+function contractReason(key: string): string | undefined {
+  if (CONTRACT_KEYS.includes(key) || CONTRACT_PREFIXES.some((p) => key === p || key.startsWith(`${p}.`))) {
+    return 'it changes the record contract or the objects outbox-router checks (DESIGN.md "Topics and records"); set it through the outbox config instead';
+  }
+  return undefined;
+}
+
+/** Refusals that `--force` may override, for the keys `extra` sets. */
+export function unsafeExtra(base: Readonly<Record<string, string>>, extra: Readonly<Record<string, string>>): ExtraRefusal[] {
+  const out: ExtraRefusal[] = [];
+  for (const [key, value] of Object.entries(extra)) {
+    if (base[key] === value) continue;
+    const reason = RULES[key]?.(value) ?? contractReason(key);
+    if (reason) out.push({ key, value, reason });
+  }
+  return out;
+}
+
+/** Throws for any refusal: CONFIG_INVALID for the never-allowed ones, CONNECTOR_UNSAFE unless `allowUnsafe`. */
+export function checkExtra(base: Readonly<Record<string, string>>, extra: Readonly<Record<string, string>>, allowUnsafe: boolean): void {
+  const fixed: string[] = [];
+  for (const [key, value] of Object.entries(extra)) {
+    if (FIXED[key] && base[key] !== value) fixed.push(`  - ${key}: ${FIXED[key]}`);
+    if (SECRET_KEY.test(key) && !isProviderReference(value)) {
+      fixed.push(`  - ${key}: secrets must be config-provider references such as \${env:NAME} or \${file:/path:key}; a plain value would be stored in Kafka's config topic`);
+    }
+  }
+  if (fixed.length > 0) {
+    throw new OutboxError('CONFIG_INVALID', `These extra connector properties are never allowed; nothing was deployed:\n${fixed.join('\n')}`, {
+      details: { keys: fixed.length },
+    });
+  }
+  const refusals = unsafeExtra(base, extra);
+  if (refusals.length === 0 || allowUnsafe) return;
+  const lines = refusals.map((r) => `  - ${r.key}=${SECRET_KEY.test(r.key) ? '[redacted]' : r.value}: ${r.reason}`);
+  throw new OutboxError(
+    'CONNECTOR_UNSAFE',
+    `Refusing extra connector properties that can lose, duplicate or re-publish events; nothing was deployed:\n${lines.join('\n')}\n` +
+      'Remove them, or deploy with --force (force: true) if you accept the consequence.',
+    { details: { refusals: refusals.map((r) => ({ key: r.key, reason: r.reason })) } },
+  );
+}

@@ -1,0 +1,36 @@
+export {
+  buildConnectorConfig,
+  connectorBuildOptionsSchema,
+  heartbeatQuery,
+  outboxSourceTopic,
+  CONNECTOR_TEMPLATE,
+  type ConnectorBuildOptions,
+  type ConnectorConfig,
+} from './build-config';
+export { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
+export {
+  createConnectClient,
+  type ConnectClient,
+  type ConnectClientOptions,
+  type ConnectorOffset,
+  type ConnectorState,
+  type ConnectorStatusInfo,
+  type FieldErrors,
+  type HttpFn,
+  type HttpRequest,
+  type HttpResponse,
+} from './connect-client';
+export { deployConnector, type DeployOptions, type DeployProgress, type DeployResult } from './deploy';
+export { debeziumTopicName, javaRegexLiteral, quoteIdent } from './escape';
+export {
+  connectorStatus,
+  deleteConnector,
+  pauseConnector,
+  restartConnector,
+  resumeConnector,
+  type ConnectorStatusReport,
+  type DeleteOptions,
+  type DeleteResult,
+  type OperationOptions,
+} from './operations';
+export { slotGuard, parseLsn, type GuardFinding, type SlotInfo } from './slot-guard';

@@ -1,0 +1,151 @@
+import type { OutboxConfig } from '../config';
+import { OutboxError, isOutboxError } from '../errors';
+import type { Logger } from '../log';
+import { connectStatus, createConnectClient, type ConnectClient, type ConnectorState, type ConnectorStatusInfo } from './connect-client';
+import { dropPublication, dropSlot, readSlot, withAdmin } from './database';
+import type { SlotInfo } from './slot-guard';
+import { traceHead, waitForGone, waitForState } from './wait';
+
+export interface OperationOptions {
+  client?: ConnectClient;
+  log?: Logger;
+}
+
+export function notFound(config: OutboxConfig, name = config.connector.name): OutboxError {
+  return new OutboxError(
+    'CONNECTOR_NOT_FOUND',
+    `Kafka Connect at ${config.connect.url} has no connector named ${name}. Deploy it with \`outbox connector:deploy\`, ` +
+      'or set connector.name (OUTBOX_CONNECTOR_NAME) to the one you meant.',
+    { details: { connector: name } },
+  );
+}
+
+function clientFor(config: OutboxConfig, options: OperationOptions): ConnectClient {
+  return options.client ?? createConnectClient(config.connect);
+}
+
+/** Runs a call against one connector; Connect's 404 becomes CONNECTOR_NOT_FOUND. */
+async function onConnector<T>(config: OutboxConfig, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (connectStatus(error) === 404) throw notFound(config);
+    throw error;
+  }
+}
+
+export interface ConnectorStatusReport {
+  connector: string;
+  url: string;
+  exists: boolean;
+  state?: ConnectorState;
+  worker?: string;
+  trace?: string;
+  tasks: Array<{ id: number; state: ConnectorState; worker: string; trace?: string }>;
+  slotName: string;
+  /** null: no such slot; undefined: it could not be read (see slotError). */
+  slot?: SlotInfo | null;
+  slotError?: string;
+  /** Connector and every task RUNNING, and the slot streamed by it. */
+  healthy: boolean;
+}
+
+/** Connect's view (connector, worker, tasks with the head of any trace) plus the slot, read with the admin settings. */
+export async function connectorStatus(config: OutboxConfig, options: OperationOptions = {}): Promise<ConnectorStatusReport> {
+  const client = clientFor(config, options);
+  const name = config.connector.name;
+  const [status, stored] = await Promise.all([client.status(name), client.getConfig(name)]);
+  const slotName = stored?.['slot.name'] ?? config.connector.slotName;
+  let slot: SlotInfo | null | undefined;
+  let slotError: string | undefined;
+  try {
+    slot = (await withAdmin(config, (db) => readSlot(db, slotName))) ?? null;
+  } catch (error) {
+    slotError = isOutboxError(error) ? error.message : (error as Error).message;
+  }
+  const info: ConnectorStatusInfo | undefined = status;
+  const tasks = (info?.tasks ?? []).map((t) => ({ id: t.id, state: t.state, worker: t.worker_id, trace: traceHead(t.trace) }));
+  const running = info?.connector.state === 'RUNNING' && tasks.length > 0 && tasks.every((t) => t.state === 'RUNNING');
+  return {
+    connector: name,
+    url: config.connect.url,
+    exists: stored !== undefined || info !== undefined,
+    state: info?.connector.state,
+    worker: info?.connector.worker_id,
+    trace: traceHead(info?.connector.trace),
+    tasks,
+    slotName,
+    slot,
+    slotError,
+    healthy: Boolean(running && slot?.active),
+  };
+}
+
+/** `POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true`: restarts what failed, leaves the rest running. */
+export async function restartConnector(config: OutboxConfig, options: OperationOptions = {}): Promise<void> {
+  const client = clientFor(config, options);
+  await onConnector(config, () => client.restart(config.connector.name, { includeTasks: true, onlyFailed: true }));
+}
+
+export async function pauseConnector(config: OutboxConfig, options: OperationOptions = {}): Promise<void> {
+  const client = clientFor(config, options);
+  await onConnector(config, () => client.pause(config.connector.name));
+}
+
+export async function resumeConnector(config: OutboxConfig, options: OperationOptions = {}): Promise<void> {
+  const client = clientFor(config, options);
+  await onConnector(config, () => client.resume(config.connector.name));
+}
+
+export interface DeleteOptions extends OperationOptions {
+  /** Also reset the connector's stored offsets, drop its replication slot and drop the publication. */
+  dropSlot?: boolean;
+  timeoutMs?: number;
+}
+
+export interface DeleteResult {
+  connector: string;
+  deleted: boolean;
+  offsetsReset: boolean;
+  slotName: string;
+  slotDropped: boolean;
+  publicationDropped: boolean;
+}
+
+/**
+ * DELETE, then wait until Connect no longer lists the connector. With dropSlot: first STOP it and
+ * reset its stored offsets (a later connector of the same name would otherwise resume from an LSN no
+ * slot holds any more: DBZ-5739), and only once it is gone, drop the slot (when no walsender holds it)
+ * and the publication.
+ */
+export async function deleteConnector(config: OutboxConfig, options: DeleteOptions = {}): Promise<DeleteResult> {
+  const client = clientFor(config, options);
+  const name = config.connector.name;
+  const timeoutMs = options.timeoutMs ?? config.connector.deployTimeoutMs;
+  const stored = await client.getConfig(name);
+  const slotName = stored?.['slot.name'] ?? config.connector.slotName;
+  const result: DeleteResult = { connector: name, deleted: false, offsetsReset: false, slotName, slotDropped: false, publicationDropped: false };
+
+  if (stored) {
+    if (options.dropSlot) {
+      await client.stop(name);
+      await waitForState(client, name, 'STOPPED', timeoutMs);
+      await client.resetOffsets(name);
+      result.offsetsReset = true;
+      options.log?.info({ step: 'delete' }, `stopped ${name} and reset its stored offsets`);
+    }
+    result.deleted = await client.delete(name);
+    await waitForGone(client, name, timeoutMs);
+    options.log?.info({ step: 'delete' }, `connector ${name} deleted`);
+  } else {
+    options.log?.info({ step: 'delete' }, `no connector named ${name} at ${config.connect.url}`);
+  }
+  if (options.dropSlot) {
+    await withAdmin(config, async (db) => {
+      result.slotDropped = await dropSlot(db, slotName, timeoutMs);
+      result.publicationDropped = await dropPublication(db, config.outbox.publication);
+    });
+    options.log?.info({ step: 'delete' }, `slot ${slotName} ${result.slotDropped ? 'dropped' : 'was absent'}; publication ${config.outbox.publication} ${result.publicationDropped ? 'dropped' : 'was absent'}`);
+  }
+  return result;
+}

@@ -1,0 +1,146 @@
+/**
+ * Deploy guard rails on the replication slot versus the connector's stored offset. Pure: the caller
+ * reads pg_replication_slots and `GET /connectors/{name}/offsets`.
+ *
+ * How the two relate (Debezium 3.6 PostgresStreamingChangeEventSource#commitOffset): after Connect has
+ * stored an offset, Debezium flushes its `lsn_commit` (else `lsn_proc`) to the slot, so the slot's
+ * confirmed_flush_lsn trails or equals the stored offset. The server never streams from before
+ * confirmed_flush_lsn. Hence:
+ * - offset stored, slot missing: a new slot starts at the current end of WAL, so everything between
+ *   the offset and now is gone. Older Debezium skipped it silently (DBZ-5739); 3.6.1 fails the task at
+ *   start ("... no longer available on the server", seen on the local stack), which is loud but still
+ *   a deploy that reports success and dies seconds later.
+ * - slot's confirmed_flush_lsn past the offset: transactions committed in between are gone the same
+ *   way. This is how a recreated slot, or one advanced by another consumer, looks.
+ * - slot present, no offset for this connector: Debezium streams from wherever the slot stands. If the
+ *   slot is not this connector's, that is an unknown position: old events again, or another consumer's
+ *   slot taken over. A slot the connector itself created before its first offset flush is fine.
+ * `--force` accepts the first two by resetting the stored offsets (the connector then streams from the
+ * slot), and the third by streaming from the slot as it is.
+ * restart_lsn is not compared: it is only where decoding restarts (the oldest running transaction),
+ * always at or before confirmed_flush_lsn, and moving it loses nothing by itself.
+ */
+
+export interface SlotInfo {
+  slotName: string;
+  database: string | null;
+  plugin: string | null;
+  active: boolean;
+  activePid: number | null;
+  restartLsn: string | null;
+  confirmedFlushLsn: string | null;
+  /** PG13+: reserved | extended | unreserved | lost. */
+  walStatus: string | null;
+  /** pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn): WAL the slot keeps on disk. */
+  retainedWalBytes: number | null;
+  /** pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn): WAL not yet confirmed by the connector. */
+  confirmedLagBytes: number | null;
+}
+
+export type GuardCode =
+  | 'slot-other-database'
+  | 'slot-other-plugin'
+  | 'slot-lost'
+  | 'slot-without-offset'
+  | 'offset-without-slot'
+  | 'slot-ahead-of-offset';
+
+export interface GuardFinding {
+  code: GuardCode;
+  message: string;
+}
+
+export interface GuardInput {
+  slotName: string;
+  database: string;
+  slot: SlotInfo | undefined;
+  /** The stored offset of this connector's partition ({server: topic.prefix}), if there is one. */
+  offset: Readonly<Record<string, unknown>> | undefined;
+  /** `same-slot`: the connector exists and its stored config already uses this slot (it made it). */
+  connector: 'absent' | 'same-slot' | 'other-slot';
+}
+
+/** `16/B374D848` as a number of bytes. */
+export function parseLsn(lsn: string): bigint {
+  const match = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(lsn.trim());
+  if (!match) throw new Error(`not an LSN: ${lsn}`);
+  return (BigInt(`0x${match[1]}`) << 32n) + BigInt(`0x${match[2]}`);
+}
+
+export function formatLsn(value: bigint): string {
+  return `${(value >> 32n).toString(16).toUpperCase()}/${(value & 0xffffffffn).toString(16).toUpperCase()}`;
+}
+
+/** The furthest position the stored offset vouches for: Debezium flushes lsn_commit, else lsn_proc, else lsn. */
+export function offsetLsn(offset: Readonly<Record<string, unknown>> | undefined): bigint | undefined {
+  if (!offset) return undefined;
+  const values = ['lsn_commit', 'lsn_proc', 'lsn']
+    .map((key) => offset[key])
+    .filter((v): v is number | string => (typeof v === 'number' && Number.isFinite(v)) || (typeof v === 'string' && /^\d+$/.test(v)))
+    .map((v) => BigInt(v));
+  return values.length ? values.reduce((a, b) => (a > b ? a : b)) : undefined;
+}
+
+/** The offset of Debezium's partition `{server: <topic.prefix>}` among Connect's stored offsets. */
+export function offsetForServer(
+  offsets: ReadonlyArray<{ partition: Record<string, unknown>; offset: Record<string, unknown> }>,
+  topicPrefix: string,
+): Record<string, unknown> | undefined {
+  return offsets.find((o) => o.partition?.server === topicPrefix)?.offset ?? undefined;
+}
+
+export function slotGuard(input: GuardInput): GuardFinding[] {
+  const { slot, slotName } = input;
+  const findings: GuardFinding[] = [];
+  const stored = offsetLsn(input.offset);
+
+  if (slot) {
+    if (slot.database !== input.database) {
+      findings.push({
+        code: 'slot-other-database',
+        message: `Slot "${slotName}" belongs to database ${slot.database ?? '(none: a physical slot)'}, not ${input.database}; slot names are cluster-wide. Choose another connector.slotName.`,
+      });
+    }
+    if (slot.plugin !== null && slot.plugin !== 'pgoutput') {
+      findings.push({ code: 'slot-other-plugin', message: `Slot "${slotName}" decodes with ${slot.plugin}, not pgoutput: it was made for something else.` });
+    }
+    if (slot.walStatus === 'lost') {
+      findings.push({
+        code: 'slot-lost',
+        message: `Slot "${slotName}" is invalidated (wal_status=lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events in that WAL can no longer be published.`,
+      });
+    }
+  }
+  if (slot && stored === undefined && input.connector !== 'same-slot') {
+    const user = slot.active ? ` and is in use right now (walsender pid ${slot.activePid})` : '';
+    findings.push({
+      code: 'slot-without-offset',
+      message:
+        `Slot "${slotName}" already exists${user}, but this connector has no stored offset, so where it would start is unknown: ` +
+        `it could re-publish events up to ${slot.confirmedFlushLsn ?? '?'} or take over another consumer's slot. ` +
+        'Drop the slot if it is stale, or choose another connector.slotName.',
+    });
+  }
+  if (!slot && stored !== undefined) {
+    findings.push({
+      code: 'offset-without-slot',
+      message:
+        `The connector has a stored offset (LSN ${formatLsn(stored)}) but slot "${slotName}" does not exist. Debezium would create a new slot at the ` +
+        'current end of WAL and silently skip every event written since that offset (DBZ-5739). Find out who dropped the slot; ' +
+        'to start over knowingly, delete the connector with --drop-slot (it also clears the offsets) and deploy again.',
+    });
+  }
+  if (slot?.confirmedFlushLsn && stored !== undefined) {
+    const flushed = parseLsn(slot.confirmedFlushLsn);
+    if (flushed > stored) {
+      findings.push({
+        code: 'slot-ahead-of-offset',
+        message:
+          `Slot "${slotName}" has confirmed LSN ${slot.confirmedFlushLsn}, past the connector's stored offset ${formatLsn(stored)} by ${flushed - stored} bytes of WAL: ` +
+          'transactions committed in between cannot be streamed any more (the slot was recreated or advanced by another consumer). ' +
+          'Reconcile them; --force then resets the stored offsets and streams from the slot.',
+      });
+    }
+  }
+  return findings;
+}

@@ -1,0 +1,82 @@
+/** src/connector/wait.ts with a fake Connect client: RUNNING must settle, new task configs must apply, FAILED throws. */
+import type { ConnectClient, ConnectorStatusInfo } from '../../../src/connector';
+import { failureHint, traceHead, waitForRunning } from '../../../src/connector/wait';
+import { isOutboxError, type OutboxError } from '../../../src/errors';
+
+type State = ConnectorStatusInfo['connector']['state'];
+const status = (connector: State, ...tasks: Array<{ state: State; trace?: string }>): ConnectorStatusInfo => ({
+  name: 'c',
+  connector: { state: connector, worker_id: 'w:8083' },
+  tasks: tasks.map((t, id) => ({ id, worker_id: 'w:8083', ...t })),
+});
+
+function fakeClient(statuses: Array<ConnectorStatusInfo | undefined>, taskConfigs: Array<Record<string, string>> = [{}]) {
+  let polls = 0;
+  const client = {
+    status: async () => statuses[Math.min(polls++, statuses.length - 1)],
+    tasks: async () => taskConfigs.map((config, task) => ({ id: { task }, config })),
+  } as unknown as ConnectClient;
+  return { client, polls: () => polls };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isOutboxError(error)) return error;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+const trace = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'java.lang.NoClassDefFoundError: org/apache/kafka/common/utils/Sanitizer' : `\tat frame${i}`)).join('\n');
+
+describe('waitForRunning', () => {
+  it('waits through "no status yet" and no tasks until connector and tasks are RUNNING', async () => {
+    const { client, polls } = fakeClient([undefined, status('RUNNING'), status('RUNNING', { state: 'RUNNING' })]);
+    const result = await waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 1, settleMs: 0 });
+    expect(result.tasks[0]?.state).toBe('RUNNING');
+    expect(polls()).toBe(3);
+  });
+
+  it('throws CONNECTOR_FAILED with the first 15 trace lines of a failed task and a hint', async () => {
+    const { client } = fakeClient([status('RUNNING', { state: 'RUNNING' }), status('RUNNING', { state: 'FAILED', trace })]);
+    const error = await rejection(waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 1, settleMs: 1_000 }));
+    expect(error.code).toBe('CONNECTOR_FAILED');
+    expect(error.message).toContain('task 0 is FAILED on worker w:8083');
+    expect(error.message).toContain('Sanitizer');
+    expect(error.message).toContain('frame14');
+    expect(error.message).not.toContain('frame15');
+    expect(error.message).toContain('does not match the Kafka Connect runtime');
+  });
+
+  it('does not accept RUNNING before the tasks carry the new config', async () => {
+    const configs = [{ 'poll.interval.ms': '20' }];
+    const { client, polls } = fakeClient([status('RUNNING', { state: 'RUNNING' })], configs);
+    setTimeout(() => (configs[0] = { 'poll.interval.ms': '50' }), 30);
+    await waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 5, settleMs: 0, expectTaskConfig: { 'poll.interval.ms': '50', removed: null } });
+    expect(polls()).toBeGreaterThan(2);
+  });
+
+  it('times out with the last state seen, as a retriable CONNECTOR_TIMEOUT', async () => {
+    const { client } = fakeClient([status('RUNNING', { state: 'UNASSIGNED' })]);
+    const error = await rejection(waitForRunning(client, 'c', { timeoutMs: 30, pollMs: 5 }));
+    expect(error.code).toBe('CONNECTOR_TIMEOUT');
+    expect(error.retriable).toBe(true);
+    expect(error.message).toContain('task 0 UNASSIGNED');
+  });
+
+  it('requires RUNNING to hold for the settle time', async () => {
+    const { client } = fakeClient([status('RUNNING', { state: 'RUNNING' }), status('RUNNING', { state: 'RUNNING' }), status('RUNNING', { state: 'FAILED', trace: 'boom' })]);
+    await expect(waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 5, settleMs: 1_000 })).rejects.toMatchObject({ code: 'CONNECTOR_FAILED' });
+  });
+});
+
+describe('trace helpers', () => {
+  it('cuts traces and picks hints', () => {
+    expect(traceHead('a\nb\nc', 2)).toBe('a\nb');
+    expect(traceHead(undefined)).toBeUndefined();
+    expect(failureHint('org.postgresql.util.PSQLException: ERROR: publication "p" does not exist')).toContain('db:provision');
+    expect(failureHint('something else')).toContain('connector:restart');
+  });
+});
