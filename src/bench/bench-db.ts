@@ -26,6 +26,8 @@ export async function createBenchDatabase(overrides: OutboxOptions = {}): Promis
       await pool.end();
       const c = new Client(clientConfig(base.database, { database: 'postgres' }));
       await c.connect();
+      // A slot left by a failed run would block DROP DATABASE.
+      await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [name]);
       await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
       await c.end();
     },

@@ -38,9 +38,11 @@ export async function measureCdcLatency(options: LatencyOptions): Promise<Latenc
   let duplicates = 0;
 
   const kafka = new Kafka({ clientId: 'outbox-bench', brokers: [...config.kafka.brokers], logLevel: logLevel.NOTHING });
-  const consumer = kafka.consumer({ groupId: `bench-${randomUUID()}`, maxWaitTimeInMs: 20, minBytes: 1 });
+  const consumer = kafka.consumer({ groupId: `bench-${randomUUID()}`, maxWaitTimeInMs: 20, minBytes: 1, allowAutoTopicCreation: false });
   await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
+  // A new group at the latest offsets: earlier runs' records are not re-read while measuring.
+  await consumer.subscribe({ topics: [topic], fromBeginning: false });
   await consumer.run({
     eachMessage: async ({ message }) => {
       const id = message.headers?.id?.toString();
@@ -49,51 +51,56 @@ export async function measureCdcLatency(options: LatencyOptions): Promise<Latenc
       else receivedAt.set(id, { at: Date.now(), kafkaTs: Number(message.timestamp) });
     },
   });
+  await joined;
 
-  const total = Math.round(rate * seconds);
-  let started = 0;
-  const inFlight = new Set<Promise<void>>();
-  const writeOne = async () => {
-    const client = await pool.connect();
-    try {
-      const orderId = randomUUID();
-      await client.query('BEGIN');
-      await client.query('INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES ($1, $2, $3, $4, $5)', [orderId, 'c-1', 'EUR', 2000, 'created']);
-      const event = await writer.writeEvent(client, {
-        aggregateType: 'order',
-        aggregateId: orderId,
-        type: 'OrderCreated',
-        payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
-      });
-      await client.query('COMMIT');
-      commitAt.set(event.id, Date.now());
-    } finally {
-      client.release();
-    }
-  };
+  let t0 = Date.now();
+  try {
+    const total = Math.round(rate * seconds);
+    let started = 0;
+    const inFlight = new Set<Promise<void>>();
+    const writeOne = async () => {
+      const client = await pool.connect();
+      try {
+        const orderId = randomUUID();
+        await client.query('BEGIN');
+        await client.query('INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES ($1, $2, $3, $4, $5)', [orderId, 'c-1', 'EUR', 2000, 'created']);
+        const event = await writer.writeEvent(client, {
+          aggregateType: 'order',
+          aggregateId: orderId,
+          type: 'OrderCreated',
+          payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
+        });
+        await client.query('COMMIT');
+        commitAt.set(event.id, Date.now());
+      } finally {
+        client.release();
+      }
+    };
 
-  const t0 = Date.now();
-  let lastTick = t0;
-  while (started < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate) + 1);
-    while (started < due) {
-      started++;
-      const p = writeOne().finally(() => inFlight.delete(p));
-      inFlight.add(p);
+    t0 = Date.now();
+    let lastTick = t0;
+    while (started < total) {
+      const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate) + 1);
+      while (started < due) {
+        started++;
+        const p = writeOne().finally(() => inFlight.delete(p));
+        inFlight.add(p);
+      }
+      if (Date.now() - lastTick >= 1000) {
+        lastTick = Date.now();
+        options.onTick?.(commitAt.size, receivedAt.size);
+      }
+      await new Promise((r) => setTimeout(r, 2));
     }
-    if (Date.now() - lastTick >= 1000) {
-      lastTick = Date.now();
+    await Promise.all(inFlight);
+    const deadline = Date.now() + 60_000;
+    while ([...commitAt.keys()].some((id) => !receivedAt.has(id)) && Date.now() < deadline) {
       options.onTick?.(commitAt.size, receivedAt.size);
+      await new Promise((r) => setTimeout(r, 200));
     }
-    await new Promise((r) => setTimeout(r, 2));
+  } finally {
+    await consumer.disconnect();
   }
-  await Promise.all(inFlight);
-  const deadline = Date.now() + 60_000;
-  while ([...commitAt.keys()].some((id) => !receivedAt.has(id)) && Date.now() < deadline) {
-    options.onTick?.(commitAt.size, receivedAt.size);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await consumer.disconnect();
 
   const toConsume: number[] = [];
   const toKafka: number[] = [];

@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import { Kafka, logLevel } from 'kafkajs';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createCodec, topicForReplacement } from '../codec';
@@ -58,8 +59,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     const deployed = await deployConnector(config, { log });
     log.info(`connector ${config.connector.name} ${deployed.action} and RUNNING`);
     const topic = topicForReplacement(topicReplacement)('order');
-    // Warm-up: topic creation, schema lookups, JIT; not measured.
-    await measureCdcLatency({ config, pool, writer: avro, topic, rate: 100, seconds: 2 });
+    // The routed topic appears when Connect first produces to it: create it with one event first.
+    await measureWriter(pool, 'topic warm-up', avro, 1, 0.2);
+    await waitForTopic(config.kafka.brokers, topic, 60_000);
+    // Warm-up: schema lookups, JIT, consumer group; not measured.
+    await measureCdcLatency({ config, pool, writer: avro, topic, rate: 100, seconds: 2, onTick: (s, r) => log.info(`warm-up: committed ${s}, received ${r}`) });
     const latency: LatencyRun[] = [];
     for (const rate of options.rates) {
       const run = await measureCdcLatency({
@@ -69,7 +73,6 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
       log.info({ run }, `cdc @${rate}/s: p50 ${run.commitToConsumeMs.p50} ms, p99 ${run.commitToConsumeMs.p99} ms`);
       latency.push(run);
     }
-    await deleteConnector(config, { dropSlot: true });
 
     const results: BenchResults = {
       machine: { cpus: cpus().length, node: process.version, when: new Date().toISOString() },
@@ -90,7 +93,22 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     writeFileSync(options.output, `${JSON.stringify(results, null, 2)}\n`);
     return results;
   } finally {
+    await deleteConnector(config, { dropSlot: true }).catch((error: Error) => log.warn({ err: error.message }, 'bench: connector cleanup failed'));
     await bench.drop();
+  }
+}
+
+async function waitForTopic(brokers: readonly string[], topic: string, timeoutMs: number): Promise<void> {
+  const admin = new Kafka({ clientId: 'outbox-bench-admin', brokers: [...brokers], logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await admin.listTopics()).includes(topic)) {
+      if (Date.now() > deadline) throw new Error(`bench: topic ${topic} did not appear within ${timeoutMs} ms: is the connector RUNNING? (outbox connector:status)`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await admin.disconnect();
   }
 }
 
