@@ -4,10 +4,8 @@
  * sanitizer). Configuration never reaches any of them unescaped.
  */
 
-/** `"…"` with embedded quotes doubled: PostgreSQL's quoted identifier. */
-export function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
+/** SQL identifier quoting: node-postgres's own (one implementation for the whole project). */
+export { escapeIdentifier as quoteIdent } from '../db';
 
 /**
  * A Java regex that matches exactly `text`. Letters, digits, `_` and `-` stand for themselves (none is
