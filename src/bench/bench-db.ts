@@ -1,6 +1,6 @@
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
-import { clientConfig } from '../db';
+import { clientConfig, withClient } from '../db';
 import { ORDERS_DDL } from '../examples/create-order';
 import { provision } from '../provision';
 
@@ -11,10 +11,7 @@ import { provision } from '../provision';
 export async function createBenchDatabase(overrides: OutboxOptions = {}): Promise<{ config: OutboxConfig; pool: Pool; drop(): Promise<void> }> {
   const base = loadConfig({ overrides });
   const name = `outbox_bench_${Date.now().toString(36)}`;
-  const admin = new Client(clientConfig(base.database, { database: 'postgres' }));
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`);
-  await admin.end();
+  await withClient(clientConfig(base.database, { database: 'postgres' }), (admin) => admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`));
   const config = loadConfig({ overrides: { ...overrides, database: { ...overrides.database, database: name } } });
   await provision(config);
   const pool = new Pool({ ...clientConfig(config.database), max: 16 });
@@ -24,12 +21,11 @@ export async function createBenchDatabase(overrides: OutboxOptions = {}): Promis
     pool,
     async drop() {
       await pool.end();
-      const c = new Client(clientConfig(base.database, { database: 'postgres' }));
-      await c.connect();
-      // A slot left by a failed run would block DROP DATABASE.
-      await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [name]);
-      await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
-      await c.end();
+      await withClient(clientConfig(base.database, { database: 'postgres' }), async (c) => {
+        // A slot left by a failed run would block DROP DATABASE.
+        await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [name]);
+        await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+      });
     },
   };
 }

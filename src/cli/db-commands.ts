@@ -24,6 +24,7 @@ export function dbCommands(): Command[] {
           `database ${report.database} (PostgreSQL ${report.preflight.version}, wal_level=${report.preflight.walLevel}, ` +
             `slots ${report.preflight.slots.used}/${report.preflight.slots.max}, WAL senders ${report.preflight.walSenders.used}/${report.preflight.walSenders.max})`,
           report.applied.length ? `applied: ${report.applied.join(', ')}` : `up to date (${report.alreadyApplied.length} migrations already applied)`,
+          `publication ${report.publication === 'present' ? 'present' : `${report.publication} (it was missing or had drifted)`}`,
           report.rolesCreated.length ? `roles created: ${report.rolesCreated.join(', ')}` : 'roles: present',
           report.passwordsSet.length ? `passwords set: ${report.passwordsSet.join(', ')}` : 'passwords: unchanged',
           report.dryRun ? 'DRY RUN: everything above was rolled back' : 'committed',

@@ -79,14 +79,14 @@ export async function createOrder(pool: Pool, outbox: OutboxWriter, order: NewOr
 async function main(): Promise<void> {
   const { Pool } = await import('pg');
   const { loadConfig } = await import('../config');
-  const { createCodec } = await import('../codec');
+  const { createCodec, topicForReplacement } = await import('../codec');
   const { createOutboxWriter } = await import('../producer');
   const { clientConfig } = await import('../db');
   const config = loadConfig();
   const pool = new Pool(clientConfig(config.database));
   try {
     await pool.query(ORDERS_DDL);
-    const outbox = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry }) });
+    const outbox = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
     const created = await createOrder(pool, outbox, { customerId: 'customer-1', currency: 'EUR', lines: [{ sku: 'BOOK-42', quantity: 2, priceCents: 1999 }] });
     process.stdout.write(`order ${created.orderId} (${created.totalCents} cents) committed with event ${created.event.id} (${created.event.bytes} bytes ${created.event.contentType})\n`);
   } finally {

@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import type { ClientBase } from 'pg';
 import type { OutboxConfig } from '../config';
 import { qualified } from '../db';
 import { OutboxError } from '../errors';
 import { validateEvent, type ContentType, type OutboxEvent } from './event';
+import { uuidv7 } from './uuidv7';
 
 /** What the writer needs from a codec: payload → bytes, validating against the event's schema. */
 export interface PayloadEncoder {
@@ -59,7 +59,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
         { details: { bytes: payload.length, limit } },
       );
     }
-    const id = event.id ?? randomUUID();
+    const id = event.id ?? uuidv7();
     const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, event.traceparent ?? null, event.headers ? JSON.stringify(event.headers) : null];
     const written: WrittenEvent = { id, aggregateType: event.aggregateType, aggregateId: event.aggregateId, type: event.type, contentType, bytes: payload.length };
     return { row, written };
@@ -104,9 +104,15 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
  * if the business write later failed: the dual write the outbox exists to prevent.
  */
 function assertInTransaction(client: ClientBase): void {
-  const status = typeof (client as { getTransactionStatus?: () => string | null }).getTransactionStatus === 'function'
-    ? (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus()
-    : 'T';
+  const probe = (client as { getTransactionStatus?: () => string | null }).getTransactionStatus;
+  if (typeof probe !== 'function') {
+    throw new OutboxError(
+      'NOT_IN_TRANSACTION',
+      'writeEvent needs a node-postgres client (pg.Client or a pool client, pg >= 8.11) so it can check that a transaction is open; ' +
+        'this client has no getTransactionStatus().',
+    );
+  }
+  const status = probe.call(client);
   if (status === 'T') return;
   throw new OutboxError(
     'NOT_IN_TRANSACTION',

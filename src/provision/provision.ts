@@ -19,6 +19,8 @@ export interface ProvisionReport {
   alreadyApplied: string[];
   rolesCreated: string[];
   passwordsSet: string[];
+  /** `created` again after `connector:delete --drop-slot` dropped it; `repaired` if its tables or operations drifted. */
+  publication: 'present' | 'created' | 'repaired';
   preflight: PreflightFacts;
   dryRun: boolean;
 }
@@ -55,6 +57,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     alreadyApplied: [],
     rolesCreated: [],
     passwordsSet: [],
+    publication: 'present',
     preflight,
     dryRun: Boolean(options.dryRun),
   };
@@ -85,6 +88,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
       await client.query(`INSERT INTO ${v.migrations} (id, name, checksum) VALUES ($1, $2, $3)`, [migration.id, migration.name, migration.checksum]);
       report.applied.push(`${migration.id}_${migration.name}`);
     }
+    report.publication = await ensurePublication(client, config, migrations);
     const { roles } = config;
     for (const [role, password] of [[roles.cdc, roles.cdcPassword], [roles.app, roles.appPassword], [roles.monitor, roles.monitorPassword]] as const) {
       if (await createRoleIfMissing(client, role)) report.rolesCreated.push(role);
@@ -101,6 +105,40 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     await client.query('ROLLBACK').catch(() => {});
     throw error;
   }
+}
+
+/**
+ * The publication is created by migration 004, but it can disappear afterwards (connector:delete
+ * --drop-slot drops it) or drift (tables added or removed by hand): bring it back to exactly the
+ * outbox and heartbeat tables, inserts and updates.
+ */
+async function ensurePublication(client: Client, config: OutboxConfig, migrations: Migration[]): Promise<ProvisionReport['publication']> {
+  const v = sqlValues(config);
+  const { outbox } = config;
+  const found = await client.query<{ pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }>(
+    'SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1',
+    [outbox.publication],
+  );
+  if (found.rowCount === 0) {
+    const create = migrations.find((m) => m.name === 'publication');
+    if (!create) throw new OutboxError('PROVISION_FAILED', 'sql/migrations has no publication migration to recreate the publication from.');
+    await client.query(renderSql(create.template, config, `sql/migrations/${create.id}_${create.name}.sql`));
+    return 'created';
+  }
+  let repaired = false;
+  const flags = found.rows[0];
+  if (!flags?.pubinsert || !flags.pubupdate || flags.pubdelete || flags.pubtruncate) {
+    await client.query(`ALTER PUBLICATION ${v.publication} SET (publish = 'insert, update')`);
+    repaired = true;
+  }
+  const tables = await client.query<{ schemaname: string; tablename: string }>('SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1', [outbox.publication]);
+  const want = new Set([`${outbox.schema}.${outbox.table}`, `${outbox.schema}.${outbox.heartbeatTable}`]);
+  const have = new Set(tables.rows.map((r) => `${r.schemaname}.${r.tablename}`));
+  if (have.size !== want.size || [...want].some((t) => !have.has(t))) {
+    await client.query(`ALTER PUBLICATION ${v.publication} SET TABLE ${v.outbox}, ${v.heartbeat}`);
+    repaired = true;
+  }
+  return repaired ? 'repaired' : 'present';
 }
 
 async function createRoleIfMissing(client: Client, role: string): Promise<boolean> {

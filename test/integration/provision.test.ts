@@ -61,6 +61,25 @@ describe('db:provision', () => {
     });
   });
 
+  it('recreates a dropped publication and repairs a drifted one (connector:delete --drop-slot drops it)', async () => {
+    await withClient(db.name, (c) => c.query(`DROP PUBLICATION ${c.escapeIdentifier(config.outbox.publication)}`));
+    expect((await provision(config)).publication).toBe('created');
+
+    await withClient(db.name, async (c) => {
+      await c.query('CREATE TABLE stray (id int PRIMARY KEY)');
+      await c.query(`ALTER PUBLICATION ${c.escapeIdentifier(config.outbox.publication)} ADD TABLE stray`);
+      await c.query(`ALTER PUBLICATION ${c.escapeIdentifier(config.outbox.publication)} SET (publish = 'insert, update, delete')`);
+    });
+    expect((await provision(config)).publication).toBe('repaired');
+    const pub = await withClient(db.name, (c) =>
+      c.query('SELECT p.pubdelete, array_agg(t.tablename::text ORDER BY t.tablename) AS tables FROM pg_publication p JOIN pg_publication_tables t USING (pubname) WHERE p.pubname = $1 GROUP BY 1', [
+        config.outbox.publication,
+      ]),
+    );
+    expect(pub.rows[0]).toEqual({ pubdelete: false, tables: ['outbox', 'outbox_heartbeat'] });
+    expect((await provision(config)).publication).toBe('present');
+  });
+
   it('lets two concurrent runs race without errors or double application', async () => {
     const other = await freshDatabase('prov_race');
     const raceConfig = testConfig(other.name, { roles: config.roles });

@@ -5,7 +5,7 @@
 import { readFileSync } from 'fs';
 import { join } from 'path';
 import { parse } from 'yaml';
-import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../src/stack/settings';
+import { KAFKA, LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../src/stack/settings';
 
 const root = join(__dirname, '..', '..');
 
@@ -159,5 +159,10 @@ describe('docker-compose.yml', () => {
 
   it('starts the registry with global compatibility BACKWARD', () => {
     expect(env('registry')['APICURIO_RULES_GLOBAL_COMPATIBILITY']).toBe('BACKWARD');
+  });
+
+  it('gives the Connect worker the local CDC password for its env config provider', () => {
+    const compose = parse(readFileSync(join(__dirname, '..', '..', 'docker-compose.yml'), 'utf8')) as { services: { connect: { environment: Record<string, string> } } };
+    expect(compose.services.connect.environment.OUTBOX_CDC_PASSWORD).toBe(LOCAL_ROLE_PASSWORDS.cdc);
   });
 });

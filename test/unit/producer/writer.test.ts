@@ -7,7 +7,8 @@ import { loadConfig, type OutboxOptions } from '../../../src/config';
 import { OutboxError, isOutboxError } from '../../../src/errors';
 import { createOutboxWriter, type OutboxEvent, type OutboxWriterOptions, type PayloadEncoder } from '../../../src/producer';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+// Generated ids are UUIDv7 (time-ordered, see src/producer/uuidv7.ts).
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const AVRO = 'application/vnd.apache.avro+binary';
 
 function fakeClient(status: string | null = 'T') {

@@ -1,0 +1,29 @@
+/**
+ * outbox-router's library surface. The CLI (`outbox`) is built on the same exports.
+ */
+export { loadConfig, redactConfig, outboxConfigSchema, type OutboxConfig, type OutboxOptions, type LoadConfigOptions } from './config';
+export { OutboxError, isOutboxError, ERROR_CODES, type ErrorCode } from './errors';
+export { createLogger, type Logger } from './log';
+export { provision, type ProvisionOptions, type ProvisionReport } from './provision';
+export {
+  createOutboxWriter,
+  validateEvent,
+  type OutboxEvent,
+  type OutboxWriter,
+  type OutboxWriterOptions,
+  type PayloadEncoder,
+  type WrittenEvent,
+} from './producer';
+export {
+  createCodec,
+  registerSchemas,
+  checkSchemas,
+  topicForReplacement,
+  AVRO_CONTENT_TYPE,
+  JSON_CONTENT_TYPE,
+  type Codec,
+  type CodecOptions,
+  type ContentType,
+} from './codec';
+export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
+export { createStack, type Stack } from './stack';
