@@ -15,6 +15,9 @@ interface Problem {
  * would lose its value without a trace.
  */
 export function validateAvroPayload(schema: LocalSchema, payload: unknown): void {
+  // Fast path on the writer's hot path: one strict pass for a valid payload; the two diagnostic passes
+  // below (which name every bad field) run only for an invalid one.
+  if (schema.type.isValid(payload, { noUndeclaredFields: true })) return;
   const problems = new Map<string, Problem>();
   const hook = (path: string[], value: unknown, type: Type) => {
     const at = formatPath(path);
