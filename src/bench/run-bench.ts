@@ -22,7 +22,7 @@ export interface BenchOptions {
 
 export interface BenchResults {
   machine: { cpus: number; node: string; when: string };
-  writer: { concurrency: number; runs: WriterRun[]; ratio: number; ratioDeleteAfterInsert: number; target: number };
+  writer: { concurrency: number; runs: WriterRun[]; ratio: number; ratioSameStatement: number; ratioDeleteAfterInsert: number; target: number };
   cdcLatency: LatencyRun[];
   targets: Record<string, string>;
 }
@@ -44,13 +44,14 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     const json = createOutboxWriter({ outbox: config.outbox, codec, contentType: 'application/json' });
 
     const runs: WriterRun[] = [];
-    for (const [mode, writer] of [
-      ['orders only', undefined],
-      ['orders + outbox (Avro)', avro],
-      ['orders + outbox (Avro, insert-then-delete)', avroDelete],
-      ['orders + outbox (JSON)', json],
+    for (const [mode, writer, style] of [
+      ['orders only', undefined, 'statement'],
+      ['orders + outbox (Avro)', avro, 'statement'],
+      ['orders + outbox (Avro, same statement)', avro, 'same-statement'],
+      ['orders + outbox (Avro, insert-then-delete)', avroDelete, 'statement'],
+      ['orders + outbox (JSON)', json, 'statement'],
     ] as const) {
-      const run = await measureWriter(pool, mode, writer, options.concurrency, options.seconds, (n) => log.info(`writer ${mode}: ${n} tx`));
+      const run = await measureWriter(pool, mode, writer, options.concurrency, options.seconds, (n) => log.info(`writer ${mode}: ${n} tx`), style);
       log.info({ run }, `writer ${mode}: ${round(run.tps)} tx/s`);
       runs.push(run);
     }
@@ -80,7 +81,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
         concurrency: options.concurrency,
         runs: runs.map((r) => ({ ...r, tps: round(r.tps), seconds: round(r.seconds) })),
         ratio: round((runs[1]?.tps ?? Number.NaN) / base, 3),
-        ratioDeleteAfterInsert: round((runs[2]?.tps ?? Number.NaN) / base, 3),
+        ratioSameStatement: round((runs[2]?.tps ?? Number.NaN) / base, 3),
+        ratioDeleteAfterInsert: round((runs[3]?.tps ?? Number.NaN) / base, 3),
         target: 0.85,
       },
       cdcLatency: latency,
@@ -115,7 +117,7 @@ async function waitForTopic(brokers: readonly string[], topic: string, timeoutMs
 export function formatBench(results: BenchResults): string {
   const lines = [`Writer overhead (concurrency ${results.writer.concurrency}; target >= ${results.writer.target})`];
   for (const run of results.writer.runs) lines.push(`  ${run.mode.padEnd(44)} ${String(run.tps).padStart(8)} tx/s`);
-  lines.push(`  ratio with outbox (Avro): ${results.writer.ratio}; with insert-then-delete: ${results.writer.ratioDeleteAfterInsert}`);
+  lines.push(`  ratio with outbox (Avro): ${results.writer.ratio}; same statement (prepareInsert): ${results.writer.ratioSameStatement}; insert-then-delete: ${results.writer.ratioDeleteAfterInsert}`);
   lines.push('', 'CDC commit -> Kafka (Debezium + Event Router, Avro)');
   lines.push('  rate/s  committed  received  dup  consume p50/p95/p99 ms   kafka-ts p50/p99 ms');
   for (const r of results.cdcLatency) {

@@ -14,7 +14,18 @@ export interface WriterRun {
  * outbox event through `writer`, COMMIT. The same loop with and without the event gives the
  * writer's overhead on the business path.
  */
-export async function measureWriter(pool: Pool, mode: string, writer: OutboxWriter | undefined, concurrency: number, seconds: number, onTick?: (done: number) => void): Promise<WriterRun> {
+/** How a run writes the event: a separate INSERT (writeEvent) or inside the business statement (prepareInsert). */
+export type WriterStyle = 'statement' | 'same-statement';
+
+export async function measureWriter(
+  pool: Pool,
+  mode: string,
+  writer: OutboxWriter | undefined,
+  concurrency: number,
+  seconds: number,
+  onTick?: (done: number) => void,
+  style: WriterStyle = 'statement',
+): Promise<WriterRun> {
   let transactions = 0;
   const deadline = Date.now() + seconds * 1000;
   const ticker = setInterval(() => onTick?.(transactions), 1000);
@@ -23,17 +34,26 @@ export async function measureWriter(pool: Pool, mode: string, writer: OutboxWrit
     try {
       while (Date.now() < deadline) {
         const orderId = randomUUID();
-        await client.query('BEGIN');
-        await client.query('INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES ($1, $2, $3, $4, $5)', [orderId, 'c-1', 'EUR', 2000, 'created']);
-        if (writer) {
-          await writer.writeEvent(client, {
-            aggregateType: 'order',
-            aggregateId: orderId,
-            type: 'OrderCreated',
-            payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
-          });
+        const orderRow = [orderId, 'c-1', 'EUR', 2000, 'created'];
+        const insertOrder = 'INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES ($1, $2, $3, $4, $5)';
+        const event = {
+          aggregateType: 'order',
+          aggregateId: orderId,
+          type: 'OrderCreated',
+          payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
+        };
+        if (writer && style === 'same-statement') {
+          // BEGIN/COMMIT kept so every mode has the same transaction framing; only the INSERTs differ.
+          const prepared = await writer.prepareInsert([event], { firstParam: orderRow.length + 1 });
+          await client.query('BEGIN');
+          await client.query(`WITH o AS (${insertOrder}) ${prepared.text}`, [...orderRow, ...prepared.values]);
+          await client.query('COMMIT');
+        } else {
+          await client.query('BEGIN');
+          await client.query(insertOrder, orderRow);
+          if (writer) await writer.writeEvent(client, event);
+          await client.query('COMMIT');
         }
-        await client.query('COMMIT');
         transactions++;
       }
     } finally {

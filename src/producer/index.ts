@@ -1,2 +1,2 @@
-export { createOutboxWriter, type OutboxWriter, type OutboxWriterOptions, type PayloadEncoder, type WrittenEvent } from './writer';
+export { createOutboxWriter, type OutboxWriter, type PreparedInsert, type OutboxWriterOptions, type PayloadEncoder, type WrittenEvent } from './writer';
 export { CONTENT_TYPES, RESERVED_HEADERS, validateEvent, type ContentType, type OutboxEvent } from './event';

@@ -31,11 +31,27 @@ export interface WrittenEvent {
   bytes: number;
 }
 
+/** An outbox INSERT, validated and encoded, for the caller to put inside its own statement. */
+export interface PreparedInsert {
+  /** `INSERT INTO "schema"."outbox" (…) VALUES ($n, …)`, numbered from `firstParam`. */
+  text: string;
+  values: unknown[];
+  events: WrittenEvent[];
+}
+
 export interface OutboxWriter {
   /** Adds one event to the caller's open transaction. Never BEGINs or COMMITs. */
   writeEvent(client: ClientBase, event: OutboxEvent): Promise<WrittenEvent>;
   /** Adds several events in one statement; all or nothing. */
   writeEvents(client: ClientBase, events: readonly OutboxEvent[]): Promise<WrittenEvent[]>;
+  /**
+   * The outbox INSERT as SQL text and parameters, for ONE statement that also does the business write:
+   *   WITH o AS (INSERT INTO orders … VALUES ($1, $2)) <text>     -- values: [...orderParams, ...values]
+   * A single statement is atomic on its own, and it saves the extra round trip that makes a separate
+   * outbox INSERT cost 25–30% of a one-row business transaction. Not with deleteAfterInsert (a DELETE
+   * in the same statement cannot see the row).
+   */
+  prepareInsert(events: readonly OutboxEvent[], options?: { firstParam?: number }): Promise<PreparedInsert>;
 }
 
 const COLUMNS = 8;
@@ -65,14 +81,22 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     return { row, written };
   }
 
+  function insertText(rowCount: number, firstParam: number): string {
+    const values = Array.from({ length: rowCount }, (_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${firstParam + r * COLUMNS + c}`).join(', ')})`);
+    return `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values.join(', ')}`;
+  }
+
+  async function prepareAll(events: readonly OutboxEvent[]) {
+    // Validate and encode everything before any SQL: a bad event writes nothing.
+    const prepared = [];
+    for (const [index, event] of events.entries()) prepared.push(await prepare(event, events.length > 1 ? index : undefined));
+    return prepared;
+  }
+
   async function insert(client: ClientBase, rows: unknown[][]): Promise<void> {
     for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
       const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
-      const values = chunk.map((_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${r * COLUMNS + c + 1}`).join(', ')})`).join(', ');
-      await client.query(
-        `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values}`,
-        chunk.flat(),
-      );
+      await client.query(insertText(chunk.length, 1), chunk.flat());
       if (options.deleteAfterInsert) {
         await client.query(`DELETE FROM ${table} WHERE id = ANY($1::uuid[])`, [chunk.map((row) => row[0])]);
       }
@@ -82,16 +106,29 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
   async function writeEvents(client: ClientBase, events: readonly OutboxEvent[]): Promise<WrittenEvent[]> {
     assertInTransaction(client);
     if (events.length === 0) return [];
-    // Validate and encode everything before the first INSERT: a bad event writes nothing.
-    const prepared = [];
-    for (const [index, event] of events.entries()) prepared.push(await prepare(event, events.length > 1 ? index : undefined));
+    const prepared = await prepareAll(events);
     assertInTransaction(client);
     await insert(client, prepared.map((p) => p.row));
     return prepared.map((p) => p.written);
   }
 
+  async function prepareInsert(events: readonly OutboxEvent[], { firstParam = 1 }: { firstParam?: number } = {}): Promise<PreparedInsert> {
+    if (options.deleteAfterInsert) {
+      throw new OutboxError('CONFIG_INVALID', 'prepareInsert cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.');
+    }
+    if (events.length === 0 || events.length > ROWS_PER_STATEMENT) {
+      throw new OutboxError('EVENT_INVALID', `prepareInsert takes 1 to ${ROWS_PER_STATEMENT} events, got ${events.length}.`);
+    }
+    if (!Number.isInteger(firstParam) || firstParam < 1) {
+      throw new OutboxError('EVENT_INVALID', `prepareInsert's firstParam must be a positive integer (the number of the first $n placeholder), got ${firstParam}.`);
+    }
+    const prepared = await prepareAll(events);
+    return { text: insertText(prepared.length, firstParam), values: prepared.flatMap((p) => p.row), events: prepared.map((p) => p.written) };
+  }
+
   return {
     writeEvents,
+    prepareInsert,
     async writeEvent(client, event) {
       const [written] = await writeEvents(client, [event]);
       return written as WrittenEvent;

@@ -76,6 +76,26 @@ describe('write side and CDC, end to end', () => {
     expect(orders.rows.map((r) => r.customer_id)).toEqual(['c-1', 'c-marker']);
   });
 
+  it('one statement carrying the order and its event (prepareInsert) is published; a failing one publishes nothing', async () => {
+    const orderId = randomName('one-stmt');
+    const event = { aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: 'one statement', cancelledAt: new Date() } };
+    const ok = await writer.prepareInsert([event], { firstParam: 2 });
+    // No BEGIN: a single statement is atomic by itself.
+    await pool.query(`WITH o AS (INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES (gen_random_uuid(), $1, 'EUR', 0, 'cancelled')) ${ok.text}`, [orderId, ...ok.values]);
+    const failing = await writer.prepareInsert([{ ...event, aggregateId: `${orderId}-failed` }], { firstParam: 2 });
+    // The business half violates a constraint (NULL customer_id): the outbox half goes down with it.
+    await expect(
+      pool.query(`WITH o AS (INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES (gen_random_uuid(), $1, 'EUR', 0, 'x')) ${failing.text}`, [null, ...failing.values]),
+    ).rejects.toMatchObject({ code: '23502' });
+    const marker = await createOrder(pool, writer, { customerId: 'c-marker-2', currency: 'EUR', lines: [{ sku: 'M', quantity: 1, priceCents: 1 }] });
+
+    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === marker.event.id));
+    const mine = records.filter((r) => r.key.startsWith(orderId));
+    expect(mine.map((r) => r.key)).toEqual([orderId]);
+    expect(mine[0]?.headers.id).toBe(ok.events[0]?.id);
+    expect(await codec.decode(mine[0]?.value as Buffer, 'application/vnd.apache.avro+binary')).toMatchObject({ orderId, reason: 'one statement' });
+  });
+
   it('1,000 events over 50 aggregates from concurrent writers arrive complete and in order per aggregate', async () => {
     const aggregates = Array.from({ length: 50 }, (_, i) => `${randomName('agg')}-${i}`);
     const perAggregate = 20;

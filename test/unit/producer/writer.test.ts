@@ -222,3 +222,25 @@ describe('large batches', () => {
     expect(calls[5]?.[1]).toEqual([ids.slice(2000)]);
   });
 });
+
+describe('prepareInsert (the outbox row inside the caller\'s own statement)', () => {
+  it('numbers its placeholders from firstParam and returns 8 values per event', async () => {
+    const prepared = await writer().prepareInsert([event(1), event(2)], { firstParam: 6 });
+    expect(prepared.text).toMatch(/^INSERT INTO "public"\."outbox" \(id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers\) VALUES /);
+    expect(prepared.text).toContain('($6, $7, $8, $9, $10, $11, $12, $13), ($14, $15, $16, $17, $18, $19, $20, $21)');
+    expect(prepared.text).not.toContain('$5,');
+    expect(prepared.values).toHaveLength(16);
+    expect(prepared.events.map((e) => e.id)).toEqual([prepared.values[0], prepared.values[8]]);
+  });
+
+  it('validates before returning anything: an invalid event throws EVENT_INVALID', async () => {
+    const error = await rejection(writer().prepareInsert([event(1), { ...event(2), aggregateType: 'bad type' }]));
+    expect(error.code).toBe('EVENT_INVALID');
+  });
+
+  it('refuses deleteAfterInsert, an empty list and a bad firstParam, each naming the problem', async () => {
+    expect((await rejection(writer({}, { deleteAfterInsert: true }).prepareInsert([event(1)]))).message).toMatch(/deleteAfterInsert/);
+    expect((await rejection(writer().prepareInsert([]))).message).toMatch(/1 to 1000 events, got 0/);
+    expect((await rejection(writer().prepareInsert([event(1)], { firstParam: 0 }))).message).toMatch(/firstParam .* got 0/);
+  });
+});
