@@ -27,3 +27,4 @@ export {
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
 export { createStack, type Stack } from './stack';
+export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type HandlerContext, type RoutedEvent, type RouterStats } from './router';

@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
+import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
 import { stackCommand } from './stack-commands';
 
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   for (const command of dbCommands()) program.addCommand(command);
   for (const command of schemaCommands()) program.addCommand(command);
   for (const command of connectorCommands()) program.addCommand(command);
+  program.addCommand(routerCommand());
   program.addCommand(benchCommand());
   return program;
 }

@@ -35,6 +35,11 @@ export const ERROR_CODES = [
   'CONNECTOR_PREREQUISITE_MISSING',
   'CONNECTOR_FAILED',
   'CONNECTOR_TIMEOUT',
+  // router (src/router)
+  'RECORD_INVALID',
+  'HANDLER_NOT_FOUND',
+  'HANDLER_FAILED',
+  'DLQ_UNAVAILABLE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -1,0 +1,67 @@
+import { resolve } from 'node:path';
+import { Command, Option } from 'commander';
+import { createCodec, topicForReplacement } from '../codec';
+import { OutboxError } from '../errors';
+import { createRouter, type Handlers } from '../router';
+import { configFrom, withConfigOption } from './config-option';
+import { action, loggerFor } from './run-command';
+
+/** Loads a handlers module: its default export (or the module itself) maps aggregate type → event type → handler. */
+function loadHandlers(path: string): Handlers {
+  const file = resolve(path);
+  let loaded: unknown;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    loaded = require(file);
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js file (--handlers dist/handlers.js).`, { cause: error });
+  }
+  const handlers = ((loaded as { default?: unknown })?.default ?? loaded) as Record<string, Record<string, unknown>>;
+  const bad = Object.entries(handlers ?? {}).flatMap(([aggregate, byType]) =>
+    typeof byType !== 'object' || byType === null
+      ? [`${aggregate}: not a map of event type → handler`]
+      : Object.entries(byType).filter(([, h]) => typeof h !== 'function').map(([type]) => `${aggregate}.${type}: not a function`),
+  );
+  if (!handlers || typeof handlers !== 'object' || Object.keys(handlers).length === 0 || bad.length > 0) {
+    throw new OutboxError(
+      'CONFIG_INVALID',
+      `The handlers module ${file} must export (default) { <aggregateType>: { <EventType>: async (event, ctx) => … } }` + (bad.length ? `; found: ${bad.join(', ')}` : '; it exports no handlers') + '.',
+    );
+  }
+  return handlers as Handlers;
+}
+
+export function routerCommand(): Command {
+  return withConfigOption(
+    new Command('router').description(
+      'Consume the routed topics and apply each event exactly once: decode (Avro via the registry, or JSON), insert the inbox row and run the ' +
+        'handler in one transaction, then commit the offset; retry failures with backoff, dead-letter what cannot be processed to outbox.dlq.<aggregate_type>. ' +
+        'Stops gracefully on SIGTERM/SIGINT.',
+    ),
+  )
+    .requiredOption('--handlers <module>', 'a .js module whose default export maps aggregate type → event type → async (event, ctx)')
+    .option('--consumer <name>', 'consumer name: the inbox key and the Kafka group id', 'outbox-router')
+    .addOption(new Option('--max-attempts <n>', 'handler attempts before dead-lettering').default(5).argParser((v) => Number.parseInt(v, 10)))
+    .action(
+      action(async (opts: { handlers: string; consumer: string; maxAttempts: number }, command: Command) => {
+        const log = loggerFor(command);
+        const config = configFrom(command);
+        const handlers = loadHandlers(opts.handlers);
+        const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) });
+        const router = createRouter({ config, handlers, codec, consumer: opts.consumer, maxAttempts: opts.maxAttempts, logger: log });
+        await router.start();
+        log.info({ consumer: opts.consumer, handlers: Object.keys(handlers) }, 'router started');
+        await new Promise<void>((resolveStop) => {
+          const stop = (signal: string) => {
+            log.info({ signal }, 'router stopping: finishing in-flight work, committing offsets');
+            void router.stop().finally(() => {
+              log.info({ stats: router.stats() }, 'router stopped');
+              resolveStop();
+            });
+          };
+          process.once('SIGTERM', () => stop('SIGTERM'));
+          process.once('SIGINT', () => stop('SIGINT'));
+        });
+      }),
+    );
+}

@@ -1,0 +1,7 @@
+export { createRouter, type Router } from './create-router';
+export type { RouterOptions, RouterSettings } from './options';
+export type { EventHandler, Handlers, HandlerContext, RoutedEvent, RouterStats, RouterEventName, RouterEventListener } from './types';
+export { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
+export { backoffDelay } from './backoff';
+export { buildDeadLetter, type DeadLetterInput } from './dead-letter';
+export { parseRecordHeaders, type RecordHeaders } from './record-headers';

@@ -1,0 +1,87 @@
+import type { Kafka } from 'kafkajs';
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import type { Codec } from '../codec';
+import type { OutboxConfig } from '../config';
+import { OutboxError } from '../errors';
+import type { Logger } from '../log';
+import type { BackoffSettings } from './backoff';
+import type { Handlers, RouterEventListener } from './types';
+
+/** Scalar settings, validated once; defaults live here. */
+const settingsSchema = z
+  .object({
+    /** The inbox's `consumer` column: one per logical consumer, shared by its replicas. */
+    consumer: z.string().min(1).max(200).default('outbox-router'),
+    /** Kafka consumer group; defaults to `consumer`. */
+    groupId: z.string().min(1).optional(),
+    /** Attempts of a failing handler, the first included, before the record is dead-lettered. */
+    maxAttempts: z.number().int().min(1).max(1_000).default(5),
+    backoff: z.object({ initialDelayMs: z.number().int().min(0).default(200), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({}),
+    infrastructureBackoff: z.object({ initialDelayMs: z.number().int().min(0).default(500), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({}),
+    /** Partitions handled at once; records of one partition are always handled one at a time, in order. */
+    partitionsConsumedConcurrently: z.number().int().min(1).max(256).default(4),
+    /** kafkajs waits this long for a fetch to fill (its default, 5 s, is a latency floor). */
+    maxWaitTimeInMs: z.number().int().min(0).default(50),
+    /** A new group starts at the beginning: the inbox makes re-reading harmless, skipping would lose events. */
+    fromBeginning: z.boolean().default(true),
+    poolSize: z.number().int().min(1).max(200).optional(),
+  })
+  .strict();
+
+export type RouterSettings = z.input<typeof settingsSchema>;
+
+export interface RouterOptions extends RouterSettings {
+  /** Brokers, database, registry and inbox table come from here. */
+  config: OutboxConfig;
+  handlers: Handlers;
+  /** Topics to consume. Default /^outbox\.event\..+/. Matched against the topics that exist at start(). */
+  topics?: RegExp;
+  aggregateTypeOf?: (topic: string) => string;
+  dlqTopicFor?: (topic: string, aggregateType: string) => string;
+  codec?: Pick<Codec, 'decode'>;
+  /** An existing pool (not ended by stop()); by default the router opens and closes its own. */
+  pool?: Pool;
+  kafka?: Kafka;
+  logger?: Logger;
+  onEvent?: RouterEventListener;
+  /** Tests: deterministic jitter. */
+  random?: () => number;
+}
+
+export interface ResolvedSettings {
+  consumer: string;
+  groupId: string;
+  maxAttempts: number;
+  backoff: BackoffSettings;
+  infrastructureBackoff: BackoffSettings;
+  partitionsConsumedConcurrently: number;
+  maxWaitTimeInMs: number;
+  fromBeginning: boolean;
+  poolSize: number;
+}
+
+export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
+  const { config: _c, handlers, topics: _t, aggregateTypeOf: _a, dlqTopicFor: _d, codec: _co, pool: _p, kafka: _k, logger: _l, onEvent: _o, random: _r, ...scalars } = options;
+  const parsed = settingsSchema.safeParse(scalars);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`);
+    throw new OutboxError('CONFIG_INVALID', `Invalid router options:\n${problems.map((p) => `  - ${p}`).join('\n')}`, { details: { problems } });
+  }
+  if (!handlers || typeof handlers !== 'object' || Object.keys(handlers).length === 0) {
+    throw new OutboxError('CONFIG_INVALID', 'createRouter needs handlers: an object mapping aggregate type → event type → async (event, ctx) => {...}.', {});
+  }
+  for (const [aggregateType, byType] of Object.entries(handlers)) {
+    for (const [eventType, handler] of Object.entries(byType ?? {})) {
+      if (typeof handler !== 'function') {
+        throw new OutboxError('CONFIG_INVALID', `handlers.${aggregateType}.${eventType} is a ${typeof handler}, not a function.`, {});
+      }
+    }
+  }
+  const s = parsed.data;
+  return Object.freeze({
+    ...s,
+    groupId: s.groupId ?? s.consumer,
+    poolSize: s.poolSize ?? s.partitionsConsumedConcurrently + 1,
+  });
+}

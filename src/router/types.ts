@@ -1,0 +1,45 @@
+import type { PoolClient } from 'pg';
+
+/** What a handler receives (DESIGN.md, "Handlers"). */
+export interface RoutedEvent<P = unknown> {
+  /** The outbox row's id (the `id` header); the inbox key. */
+  id: string;
+  aggregateType: string;
+  /** The record key. */
+  aggregateId: string;
+  type: string;
+  payload: P;
+  /** The writer's extra headers (`{}` when it set none). */
+  headers: Record<string, string>;
+  traceparent?: string;
+  /** The Kafka record's timestamp; the Event Router sets it from the change event. */
+  createdAt?: Date;
+}
+
+export interface HandlerContext {
+  /** The pg client of the inbox transaction: writes through it commit or roll back with the inbox row. */
+  tx: PoolClient;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type EventHandler<P = any> = (event: RoutedEvent<P>, ctx: HandlerContext) => Promise<void>;
+
+/** aggregate type → event type → handler. */
+export type Handlers = Readonly<Record<string, Readonly<Record<string, EventHandler>>>>;
+
+export interface RouterStats {
+  /** Records taken from Kafka (each redelivery counts again). */
+  received: number;
+  applied: number;
+  /** Records whose id the inbox already held: skipped. */
+  duplicates: number;
+  /** Failed handler attempts that were tried again. */
+  retries: number;
+  deadLettered: number;
+  /** Waits on the registry, the database or the DLQ producer (not the record's fault). */
+  infrastructureRetries: number;
+}
+
+/** Namespaced router events; listeners that throw are ignored. */
+export type RouterEventName = 'router.applied' | 'router.duplicate' | 'router.retry' | 'router.dead-letter' | 'router.wait';
+export type RouterEventListener = (name: RouterEventName, data: Record<string, unknown>) => void;

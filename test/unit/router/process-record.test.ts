@@ -1,0 +1,159 @@
+import type { KafkaMessage, Message } from 'kafkajs';
+import type { Pool } from 'pg';
+import { OutboxError } from '../../../src/errors';
+import { processRecord, type RecordDeps } from '../../../src/router/process-record';
+import type { EventHandler, RouterStats } from '../../../src/router/types';
+
+const ID = '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77';
+
+/** A pg pool stand-in: remembers inbox ids that committed, fails statements on demand. */
+function fakePool(opts: { failInsert?: number; commitCommand?: string } = {}) {
+  const inbox = new Set<string>();
+  const log: string[] = [];
+  let insertFailures = opts.failInsert ?? 0;
+  const pool = {
+    connect: async () => {
+      let pending: string | undefined;
+      return {
+        query: async (sql: string, params?: unknown[]) => {
+          const verb = sql.split(' ')[0] as string;
+          log.push(verb);
+          if (verb === 'INSERT') {
+            if (insertFailures-- > 0) throw Object.assign(new Error('connection terminated'), {});
+            const id = String(params?.[1]);
+            if (inbox.has(id)) return { rowCount: 0 };
+            pending = id;
+            return { rowCount: 1 };
+          }
+          if (verb === 'COMMIT') {
+            if (opts.commitCommand === 'ROLLBACK') return { command: 'ROLLBACK' };
+            if (pending) inbox.add(pending);
+            return { command: 'COMMIT' };
+          }
+          if (verb === 'ROLLBACK') pending = undefined;
+          return { command: verb, rowCount: 0 };
+        },
+        release: () => {},
+      };
+    },
+  };
+  return { pool: pool as unknown as Pool, inbox, log };
+}
+
+function message(headers: Record<string, string>, offset = '0'): KafkaMessage {
+  return { key: Buffer.from('order-1'), value: Buffer.from('{"n":1}'), headers, offset, timestamp: '1700000000000', attributes: 0 } as KafkaMessage;
+}
+
+const goodHeaders = { id: ID, eventType: 'OrderCreated', contentType: 'application/json' };
+
+function deps(handler: EventHandler, overrides: Partial<RecordDeps> = {}) {
+  const letters: Array<{ topic: string; message: Message }> = [];
+  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, infrastructureRetries: 0 };
+  const d: RecordDeps = {
+    handlers: { order: { OrderCreated: handler } },
+    codec: { decode: async (bytes: Buffer) => JSON.parse(bytes.toString()) },
+    pool: fakePool().pool,
+    inboxTable: '"public"."inbox"',
+    consumer: 'c',
+    maxAttempts: 3,
+    backoff: { initialDelayMs: 1, maxDelayMs: 2 },
+    infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 2 },
+    aggregateTypeOf: () => 'order',
+    dlqTopicFor: () => 'outbox.dlq.order',
+    sendDeadLetter: async (topic, m) => {
+      letters.push({ topic, message: m });
+    },
+    heartbeat: async () => {},
+    signal: new AbortController().signal,
+    stats,
+    emit: () => {},
+    ...overrides,
+  };
+  return { d, letters, stats };
+}
+
+describe('processRecord', () => {
+  it('builds the event and applies it once; the second delivery is a duplicate', async () => {
+    const seen: unknown[] = [];
+    const { pool } = fakePool();
+    const { d, stats } = deps(async (event) => void seen.push(event), { pool });
+    expect(await processRecord('outbox.event.order', 0, message({ ...goodHeaders, headers: '{"a":"b"}' }), d)).toBe('applied');
+    expect(await processRecord('outbox.event.order', 0, message(goodHeaders, '1'), d)).toBe('duplicate');
+    expect(seen).toEqual([
+      { id: ID, aggregateType: 'order', aggregateId: 'order-1', type: 'OrderCreated', payload: { n: 1 }, headers: { a: 'b' }, traceparent: undefined, createdAt: new Date(1700000000000) },
+    ]);
+    expect(stats).toMatchObject({ received: 2, applied: 1, duplicates: 1 });
+  });
+
+  it('waits out an unavailable registry without dead-lettering or counting attempts', async () => {
+    let calls = 0;
+    const codec = {
+      decode: async () => {
+        if (++calls <= 3) throw new OutboxError('REGISTRY_UNAVAILABLE', 'down', { retriable: true });
+        return { n: 1 };
+      },
+    };
+    const { d, letters, stats } = deps(async () => {}, { codec });
+    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(letters).toHaveLength(0);
+    expect(stats).toMatchObject({ infrastructureRetries: 3, retries: 0, applied: 1 });
+  });
+
+  it('a lost inbox connection is waited out, not held against the record', async () => {
+    const { pool } = fakePool({ failInsert: 4 });
+    const { d, letters, stats } = deps(async () => {}, { pool });
+    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(letters).toHaveLength(0);
+    expect(stats).toMatchObject({ infrastructureRetries: 4, retries: 0 });
+  });
+
+  it('a non-retriable OutboxError from the handler is dead-lettered at once with its code', async () => {
+    const { d, letters, stats } = deps(async () => {
+      throw new OutboxError('PAYLOAD_INVALID', 'never valid');
+    });
+    expect(await processRecord('t', 3, message(goodHeaders, '7'), d)).toBe('dead-lettered');
+    expect(stats.retries).toBe(0);
+    expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'PAYLOAD_INVALID', 'x-attempts': '1', 'x-original-partition': '3', 'x-original-offset': '7' });
+  });
+
+  it('a handler that left its transaction aborted counts as a failure (COMMIT answered ROLLBACK)', async () => {
+    const { pool, inbox } = fakePool({ commitCommand: 'ROLLBACK' });
+    const { d, letters, stats } = deps(async () => {}, { pool });
+    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('dead-lettered');
+    expect(stats.retries).toBe(2);
+    expect(inbox.size).toBe(0);
+    expect(String(letters[0]?.message.headers?.['x-error-message'])).toMatch(/aborted/);
+  });
+
+  it('stopping during a retry wait leaves the record unresolved, without a dead letter', async () => {
+    const controller = new AbortController();
+    const { d, letters } = deps(
+      async () => {
+        controller.abort();
+        throw new Error('fails');
+      },
+      { signal: controller.signal, backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 } },
+    );
+    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('aborted');
+    expect(letters).toHaveLength(0);
+  });
+
+  it('a failing dead-letter producer is retried until the letter is written', async () => {
+    let sends = 0;
+    const { d, stats } = deps(async () => {}, {
+      sendDeadLetter: async () => {
+        if (++sends <= 2) throw new Error('broker down');
+      },
+    });
+    expect(await processRecord('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).toBe('dead-lettered');
+    expect(sends).toBe(3);
+    expect(stats).toMatchObject({ deadLettered: 1, infrastructureRetries: 2 });
+  });
+
+  it('a tombstone (no value) is dead-lettered as RECORD_INVALID', async () => {
+    const { d, letters } = deps(async () => {});
+    const m = { ...message(goodHeaders), value: null };
+    expect(await processRecord('t', 0, m, d)).toBe('dead-lettered');
+    expect(letters[0]?.message.headers?.['x-error-code']).toBe('RECORD_INVALID');
+  });
+});
