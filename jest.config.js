@@ -3,6 +3,8 @@ const tsJest = ['ts-jest', { tsconfig: 'tsconfig.json' }];
 
 /** @type {import('jest').Config} */
 module.exports = {
+  // A global option (ignored inside `projects`): integration tests talk to a real stack.
+  testTimeout: 60_000,
   projects: [
     {
       displayName: 'unit',
@@ -19,7 +21,6 @@ module.exports = {
       transform: { '^.+\\.ts$': tsJest },
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      testTimeout: 60_000,
     },
   ],
 };

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { createCodec, topicForReplacement, type Codec } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
@@ -46,17 +47,18 @@ describe('write side and CDC, end to end', () => {
   });
 
   it('a committed CreateOrder yields exactly one record; a rolled-back one yields nothing', async () => {
-    const rolledBack = await createOrder(pool, writer, { customerId: 'c-rollback', currency: 'EUR', lines: [{ sku: 'A', quantity: 1, priceCents: 100 }] }, { failBeforeCommit: true }).catch(
+    // The rolled-back and the committed order share one id, so one key and one partition: had the
+    // rolled-back event been published, it would arrive before the committed one.
+    const orderId = randomUUID();
+    const rolledBack = await createOrder(pool, writer, { id: orderId, customerId: 'c-rollback', currency: 'EUR', lines: [{ sku: 'A', quantity: 1, priceCents: 100 }] }, { failBeforeCommit: true }).catch(
       (e: Error) => e,
     );
     expect(rolledBack).toBeInstanceOf(Error);
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    const committed = await createOrder(pool, writer, { customerId: 'c-1', currency: 'EUR', traceparent, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1250 }] });
-    // A later marker: once it has arrived, anything from the rolled-back transaction would have too.
-    const marker = await createOrder(pool, writer, { customerId: 'c-marker', currency: 'EUR', lines: [{ sku: 'M', quantity: 1, priceCents: 1 }] });
+    const committed = await createOrder(pool, writer, { id: orderId, customerId: 'c-1', currency: 'EUR', traceparent, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1250 }] });
 
-    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === marker.event.id));
-    const forOrder = records.filter((r) => r.key === committed.orderId);
+    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === committed.event.id));
+    const forOrder = records.filter((r) => r.key === orderId);
     expect(forOrder).toHaveLength(1);
     const record = forOrder[0] as Received;
     expect(record.headers).toMatchObject({ id: committed.event.id, eventType: 'OrderCreated', contentType: 'application/vnd.apache.avro+binary', traceparent });
@@ -70,28 +72,28 @@ describe('write side and CDC, end to end', () => {
       lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1250 }],
       placedAt: expect.any(Date),
     });
-    // Only the two committed orders are on the topic: nothing of the rolled-back one, no duplicates.
-    expect(records.map((r) => r.headers.id).sort()).toEqual([committed.event.id, marker.event.id].sort());
-    const orders = await pool.query('SELECT customer_id FROM orders ORDER BY customer_id');
-    expect(orders.rows.map((r) => r.customer_id)).toEqual(['c-1', 'c-marker']);
+    // Only the committed order is on the topic: nothing of the rolled-back one, no duplicates.
+    expect(records.map((r) => r.headers.id)).toEqual([committed.event.id]);
+    const orders = await pool.query('SELECT customer_id FROM orders WHERE id = $1', [orderId]);
+    expect(orders.rows.map((r) => r.customer_id)).toEqual(['c-1']);
   });
 
   it('one statement carrying the order and its event (prepareInsert) is published; a failing one publishes nothing', async () => {
     const orderId = randomName('one-stmt');
     const event = { aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: 'one statement', cancelledAt: new Date() } };
-    const ok = await writer.prepareInsert([event], { firstParam: 2 });
-    // No BEGIN: a single statement is atomic by itself.
-    await pool.query(`WITH o AS (INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES (gen_random_uuid(), $1, 'EUR', 0, 'cancelled')) ${ok.text}`, [orderId, ...ok.values]);
-    const failing = await writer.prepareInsert([{ ...event, aggregateId: `${orderId}-failed` }], { firstParam: 2 });
+    // The failing statement first, on the same key (same partition) as the one that succeeds after it.
+    const failing = await writer.prepareInsert([event], { firstParam: 2 });
     // The business half violates a constraint (NULL customer_id): the outbox half goes down with it.
     await expect(
       pool.query(`WITH o AS (INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES (gen_random_uuid(), $1, 'EUR', 0, 'x')) ${failing.text}`, [null, ...failing.values]),
     ).rejects.toMatchObject({ code: '23502' });
-    const marker = await createOrder(pool, writer, { customerId: 'c-marker-2', currency: 'EUR', lines: [{ sku: 'M', quantity: 1, priceCents: 1 }] });
+    const ok = await writer.prepareInsert([event], { firstParam: 2 });
+    // No BEGIN: a single statement is atomic by itself.
+    await pool.query(`WITH o AS (INSERT INTO orders (id, customer_id, currency, total_cents, status) VALUES (gen_random_uuid(), $1, 'EUR', 0, 'cancelled')) ${ok.text}`, [orderId, ...ok.values]);
 
-    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === marker.event.id));
-    const mine = records.filter((r) => r.key.startsWith(orderId));
-    expect(mine.map((r) => r.key)).toEqual([orderId]);
+    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === ok.events[0]?.id));
+    const mine = records.filter((r) => r.key === orderId);
+    expect(mine.map((r) => r.headers.id)).toEqual([ok.events[0]?.id]);
     expect(mine[0]?.headers.id).toBe(ok.events[0]?.id);
     expect(await codec.decode(mine[0]?.value as Buffer, 'application/vnd.apache.avro+binary')).toMatchObject({ orderId, reason: 'one statement' });
   });
