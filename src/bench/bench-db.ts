@@ -1,6 +1,6 @@
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
-import { clientConfig, withClient } from '../db';
+import { clientConfig, createPool, withClient } from '../db';
 import { ORDERS_DDL } from '../examples/create-order';
 import { provision } from '../provision';
 
@@ -14,7 +14,7 @@ export async function createBenchDatabase(overrides: OutboxOptions = {}): Promis
   await withClient(clientConfig(base.database, { database: 'postgres' }), (admin) => admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`));
   const config = loadConfig({ overrides: { ...overrides, database: { ...overrides.database, database: name } } });
   await provision(config);
-  const pool = new Pool({ ...clientConfig(config.database), max: 16 });
+  const pool = createPool(config.database, { max: 16 });
   await pool.query(ORDERS_DDL);
   return {
     config,

@@ -1,4 +1,4 @@
-import { Client, escapeIdentifier, type ClientConfig } from 'pg';
+import { Client, Pool, escapeIdentifier, type ClientConfig, type PoolConfig } from 'pg';
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 
@@ -59,4 +59,21 @@ export function connectionError(config: ClientConfig, error: unknown): OutboxErr
 export function pgCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown })?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * A pg Pool that survives the database going away: an idle client's error (a restart, a terminated
+ * backend) is an 'error' event on the pool, and without a listener it crashes the whole process.
+ * The pool drops that client by itself; we only report it.
+ */
+export function createPool(database: OutboxConfig['database'], overrides: Partial<PoolConfig> = {}, onIdleError: (error: Error) => void = () => {}): Pool {
+  const pool = new Pool({ ...clientConfig(database), ...overrides });
+  pool.on('error', (error) => {
+    try {
+      onIdleError(error);
+    } catch {
+      // reporting must never crash the process either
+    }
+  });
+  return pool;
 }

@@ -77,13 +77,12 @@ export async function createOrder(pool: Pool, outbox: OutboxWriter, order: NewOr
 
 /** `node dist/examples/create-order.js`: one order on the configured database (default: the local stack). */
 async function main(): Promise<void> {
-  const { Pool } = await import('pg');
   const { loadConfig } = await import('../config');
   const { createCodec, topicForReplacement } = await import('../codec');
   const { createOutboxWriter } = await import('../producer');
-  const { clientConfig } = await import('../db');
+  const { createPool } = await import('../db');
   const config = loadConfig();
-  const pool = new Pool(clientConfig(config.database));
+  const pool = createPool(config.database);
   try {
     await pool.query(ORDERS_DDL);
     const outbox = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) }) });

@@ -1,7 +1,7 @@
 import { Kafka, logLevel, Partitioners, type Consumer, type EachBatchPayload, type logCreator, type Producer } from 'kafkajs';
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { createCodec } from '../codec';
-import { clientConfig, qualified } from '../db';
+import { createPool, qualified } from '../db';
 import { createLogger, type Logger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { processRecord, type RecordDeps } from './process-record';
@@ -89,7 +89,7 @@ export function createRouter(options: RouterOptions): Router {
       if (state !== 'idle') throw new Error(`router.start(): the router is ${state}`);
       state = 'running';
       abort = new AbortController();
-      pool = options.pool ?? new Pool({ ...clientConfig(config.database, { application_name: `outbox-router:${settings.consumer}` }), max: settings.poolSize });
+      pool = options.pool ?? createPool(config.database, { application_name: `outbox-router:${settings.consumer}`, max: settings.poolSize }, (error) => logger.warn({ err: error.message }, 'router.db-idle-error'));
       // Not idempotent (kafkajs wants endless retries for that): a rare duplicate dead letter is harmless,
       // since a replayed one goes through the inbox again.
       producer = kafka.producer({ allowAutoTopicCreation: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });

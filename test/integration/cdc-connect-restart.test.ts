@@ -1,8 +1,8 @@
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { connectorStatus, deleteConnector, deployConnector } from '../../src/connector';
-import { clientConfig } from '../../src/db';
+import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
 import { createStack } from '../../src/stack';
@@ -36,7 +36,7 @@ describe('CDC survives a Kafka Connect crash', () => {
     const prefix = randomName('t').replace(/-/g, '');
     config = testConfig(db.name, { connector: { topicReplacement: `${prefix}.outbox.event.\${routedByValue}`, topicPrefix: prefix } });
     await provision(config);
-    pool = new Pool({ ...clientConfig(config.database), max: 4 });
+    pool = createPool(config.database, { max: 4 });
     await deployConnector(config);
   });
 

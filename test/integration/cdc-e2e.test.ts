@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { createCodec, topicForReplacement, type Codec } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { deleteConnector, deployConnector } from '../../src/connector';
-import { clientConfig } from '../../src/db';
+import { createPool } from '../../src/db';
 import { createOrder, ORDERS_DDL } from '../../src/examples/create-order';
 import { createOutboxWriter, type OutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
@@ -32,7 +32,7 @@ describe('write side and CDC, end to end', () => {
     config = testConfig(db.name, { connector: { topicReplacement, topicPrefix: prefix } });
     topic = topicForReplacement(topicReplacement)('order');
     await provision(config);
-    pool = new Pool({ ...clientConfig(config.database), max: 12 });
+    pool = createPool(config.database, { max: 12 });
     await pool.query(ORDERS_DDL);
     codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
     writer = createOutboxWriter({ outbox: config.outbox, codec });

@@ -1,8 +1,8 @@
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { deleteConnector, deployConnector } from '../../src/connector';
-import { clientConfig } from '../../src/db';
+import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter, type OutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
@@ -32,7 +32,7 @@ describe('router behind the real CDC pipeline', () => {
     const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
     config = testConfig(db.name, { connector: { topicReplacement, topicPrefix: prefix } });
     await provision(config);
-    pool = new Pool({ ...clientConfig(config.database), max: 4 });
+    pool = createPool(config.database, { max: 4 });
     await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
     writer = createOutboxWriter({ outbox: config.outbox, codec });

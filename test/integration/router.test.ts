@@ -1,8 +1,8 @@
 import { Partitioners, type Admin, type IHeaders, type Producer } from 'kafkajs';
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, type Codec } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
-import { clientConfig } from '../../src/db';
+import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { provision } from '../../src/provision';
 import { createRouter, type Handlers, type Router, type RouterOptions } from '../../src/router';
@@ -31,7 +31,7 @@ describe('router', () => {
     db = await freshDatabase('router');
     config = testConfig(db.name);
     await provision(config);
-    pool = new Pool({ ...clientConfig(config.database), max: 4 });
+    pool = createPool(config.database, { max: 4 });
     await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, run text NOT NULL, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text)');
     const kafka = testKafka();
     admin = kafka.admin();

@@ -1,0 +1,31 @@
+import { loadConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { freshDatabase, withClient, type FreshDatabase } from '../support/stack-env';
+
+describe('createPool', () => {
+  let db: FreshDatabase;
+
+  beforeAll(async () => {
+    db = await freshDatabase('pool');
+  });
+
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('survives an idle connection being terminated (a restart or DROP ... WITH (FORCE)), reports it, and keeps working', async () => {
+    const errors: string[] = [];
+    const pool = createPool(loadConfig({ env: {}, overrides: { database: { database: db.name } } }).database, { max: 2 }, (e) => errors.push((e as Error & { code?: string }).code ?? e.message));
+    try {
+      const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      await withClient('postgres', (c) => c.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]));
+      const deadline = Date.now() + 10_000;
+      while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(errors).toEqual(['57P01']);
+      const again = await pool.query<{ one: number }>('SELECT 1 AS one');
+      expect(again.rows[0]?.one).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+});
