@@ -43,6 +43,22 @@ export interface Stack {
   logFile(name: ServiceName): string;
 }
 
+/** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
+export function jvmTemplateValues(paths: StackPaths): Record<string, string | number> {
+  return {
+    host: STACK_HOST,
+    kafkaPort: STACK_PORTS.kafka,
+    kafkaControllerPort: STACK_PORTS.kafkaController,
+    connectPort: STACK_PORTS.connect,
+    dataDir: paths.kafkaDataDir,
+    pluginPath: paths.pluginPath,
+    connectGroupId: KAFKA.connectGroupId,
+    connectConfigTopic: KAFKA.connectConfigTopic,
+    connectOffsetTopic: KAFKA.connectOffsetTopic,
+    connectStatusTopic: KAFKA.connectStatusTopic,
+  };
+}
+
 export function createStack(options: StackOptions = {}): Stack {
   const config = resolveStackConfig(options);
   const paths = stackPaths(config.stateDir, config.cacheDir);
@@ -60,18 +76,7 @@ export function createStack(options: StackOptions = {}): Stack {
   function renderConfigs(): void {
     mkdirSync(paths.configDir, { recursive: true });
     mkdirSync(paths.logDir, { recursive: true });
-    const values = {
-      host: STACK_HOST,
-      kafkaPort: STACK_PORTS.kafka,
-      kafkaControllerPort: STACK_PORTS.kafkaController,
-      connectPort: STACK_PORTS.connect,
-      dataDir: paths.kafkaDataDir,
-      pluginPath: paths.pluginPath,
-      connectGroupId: KAFKA.connectGroupId,
-      connectConfigTopic: KAFKA.connectConfigTopic,
-      connectOffsetTopic: KAFKA.connectOffsetTopic,
-      connectStatusTopic: KAFKA.connectStatusTopic,
-    };
+    const values = jvmTemplateValues(paths);
     for (const [template, target] of [
       ['kafka-server.properties', 'kafka-server.properties'],
       ['connect-distributed.properties', 'connect-distributed.properties'],

@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { OutboxError, isOutboxError } from '../../../src/errors';
+import { jvmTemplateValues } from '../../../src/stack/stack';
 import { PROJECT_ROOT, stackPaths } from '../../../src/stack/paths';
 import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from '../../../src/stack/settings';
 import { parseProperties, renderTemplate, renderTemplateFile } from '../../../src/stack/template';
@@ -104,18 +105,7 @@ describe('the real templates in connect/', () => {
   const connectDir = join(PROJECT_ROOT, 'connect');
   const paths = stackPaths('/tmp/outbox-template-test/state', '/tmp/outbox-template-test/cache');
   /** The values renderConfigs() in src/stack/stack.ts passes. */
-  const jvmValues = {
-    host: STACK_HOST,
-    kafkaPort: STACK_PORTS.kafka,
-    kafkaControllerPort: STACK_PORTS.kafkaController,
-    connectPort: STACK_PORTS.connect,
-    dataDir: paths.kafkaDataDir,
-    pluginPath: paths.pluginPath,
-    connectGroupId: KAFKA.connectGroupId,
-    connectConfigTopic: KAFKA.connectConfigTopic,
-    connectOffsetTopic: KAFKA.connectOffsetTopic,
-    connectStatusTopic: KAFKA.connectStatusTopic,
-  };
+  const jvmValues = jvmTemplateValues(paths);
   const socketDir = '/tmp/outbox-template-test/postgres/run';
   /** The values initPostgres() in src/stack/postgres.ts passes. */
   const postgresValues = {
