@@ -2,7 +2,8 @@ import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
-import { createRouter, type Handlers } from '../router';
+import { createRouter, createRouterMetrics, startHealthServer, type Handlers } from '../router';
+import { STACK_HOST, STACK_PORTS } from '../stack/settings';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -42,22 +43,37 @@ export function routerCommand(): Command {
     .requiredOption('--handlers <module>', 'a .js module whose default export maps aggregate type → event type → async (event, ctx)')
     .option('--consumer <name>', 'consumer name: the inbox key and the Kafka group id', 'outbox-router')
     .addOption(new Option('--max-attempts <n>', 'handler attempts before dead-lettering').default(5).argParser((v) => Number.parseInt(v, 10)))
+    .addOption(new Option('--metrics-port <port>', '/metrics and /healthz port (0: any free port)').default(STACK_PORTS.routerMetrics).argParser((v) => Number.parseInt(v, 10)))
+    .option('--metrics-host <host>', 'address for /metrics and /healthz', STACK_HOST)
     .action(
-      action(async (opts: { handlers: string; consumer: string; maxAttempts: number }, command: Command) => {
+      action(async (opts: { handlers: string; consumer: string; maxAttempts: number; metricsPort: number; metricsHost: string }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const handlers = loadHandlers(opts.handlers);
         const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) });
-        const router = createRouter({ config, handlers, codec, consumer: opts.consumer, maxAttempts: opts.maxAttempts, logger: log });
+        const metrics = createRouterMetrics();
+        const router = createRouter({ config, handlers, codec, consumer: opts.consumer, maxAttempts: opts.maxAttempts, logger: log, onEvent: metrics.onEvent });
+        const http = await startHealthServer({
+          host: opts.metricsHost,
+          port: opts.metricsPort,
+          registry: metrics.registry,
+          health: () => {
+            const h = router.health();
+            return { healthy: h.running && h.joined, details: { ...h, stats: router.stats() } };
+          },
+        });
         await router.start();
-        log.info({ consumer: opts.consumer, handlers: Object.keys(handlers) }, 'router started');
+        log.info({ consumer: opts.consumer, handlers: Object.keys(handlers), metrics: `http://${opts.metricsHost}:${http.port}/metrics` }, 'router started');
         await new Promise<void>((resolveStop) => {
           const stop = (signal: string) => {
             log.info({ signal }, 'router stopping: finishing in-flight work, committing offsets');
-            void router.stop().finally(() => {
-              log.info({ stats: router.stats() }, 'router stopped');
-              resolveStop();
-            });
+            void router
+              .stop()
+              .then(() => http.close())
+              .finally(() => {
+                log.info({ stats: router.stats() }, 'router stopped');
+                resolveStop();
+              });
           };
           process.once('SIGTERM', () => stop('SIGTERM'));
           process.once('SIGINT', () => stop('SIGINT'));

@@ -14,6 +14,8 @@ export interface Router {
   /** Finishes the record in hand (a retry wait is cut short, the record left for the next run), commits offsets, leaves the group. */
   stop(): Promise<void>;
   stats(): Readonly<RouterStats>;
+  /** For /healthz: started, and a member of its consumer group. */
+  health(): { running: boolean; joined: boolean };
 }
 
 /**
@@ -49,6 +51,8 @@ export function createRouter(options: RouterOptions): Router {
   let pool: Pool | undefined;
   let abort = new AbortController();
   let state: 'idle' | 'running' | 'stopping' = 'idle';
+  /** In a consumer group with partitions assigned (false after a crash until kafkajs rejoins). */
+  let joined = false;
 
   async function eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
@@ -94,7 +98,18 @@ export function createRouter(options: RouterOptions): Router {
       // since a replayed one goes through the inbox again.
       producer = kafka.producer({ allowAutoTopicCreation: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
       consumer = kafka.consumer({ groupId: settings.groupId, maxWaitTimeInMs: settings.maxWaitTimeInMs, allowAutoTopicCreation: false });
-      consumer.on(consumer.events.CRASH, (e) => logger.error({ event: 'router.crash', error: e.payload.error?.message, restart: e.payload.restart }, 'router.crash'));
+      joined = false;
+      consumer.on(consumer.events.GROUP_JOIN, () => {
+        joined = true;
+      });
+      consumer.on(consumer.events.CRASH, (e) => {
+        // kafkajs restarts itself after a retriable crash; until it rejoins, the router is not healthy.
+        joined = false;
+        logger.error({ event: 'router.crash', error: e.payload.error?.message, restart: e.payload.restart }, 'router.crash');
+      });
+      consumer.on(consumer.events.STOP, () => {
+        joined = false;
+      });
       try {
         await producer.connect();
         await consumer.connect();
@@ -128,6 +143,8 @@ export function createRouter(options: RouterOptions): Router {
     },
 
     stats: () => ({ ...stats }),
+
+    health: () => ({ running: state === 'running', joined: state === 'running' && joined }),
   };
 }
 

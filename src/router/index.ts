@@ -5,3 +5,5 @@ export { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './to
 export { backoffDelay } from './backoff';
 export { buildDeadLetter, type DeadLetterInput } from './dead-letter';
 export { parseRecordHeaders, type RecordHeaders } from './record-headers';
+export { createRouterMetrics, type RouterMetrics } from './metrics';
+export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';

@@ -92,10 +92,18 @@ export async function processRecord(topic: string, partition: number, message: K
   let attempt = 1;
   for (let wait = 1; ; ) {
     try {
+      const started = Date.now();
       const result = await applyOnce(deps.pool, deps.inboxTable, deps.consumer, headers.id, (tx) => handler(event, { tx }));
       if (result === 'duplicate') deps.stats.duplicates++;
       else deps.stats.applied++;
-      deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', { ...where, id: headers.id, attempts: attempt });
+      deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
+        ...where,
+        id: headers.id,
+        attempts: attempt,
+        transactionMs: Date.now() - started,
+        // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.
+        recordTimestamp: message.timestamp ? Number(message.timestamp) : undefined,
+      });
       return result;
     } catch (error) {
       if (error instanceof InboxUnavailable) {

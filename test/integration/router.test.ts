@@ -1,3 +1,4 @@
+import axios from 'axios';
 import { Partitioners, type Admin, type IHeaders, type Producer } from 'kafkajs';
 import type { Pool } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, type Codec } from '../../src/codec';
@@ -5,7 +6,7 @@ import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { provision } from '../../src/provision';
-import { createRouter, type Handlers, type Router, type RouterOptions } from '../../src/router';
+import { createRouter, createRouterMetrics, startHealthServer, type Handlers, type Router, type RouterOptions } from '../../src/router';
 import { collect } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
@@ -275,6 +276,42 @@ describe('router', () => {
       expect(headers?.['x-error-message']).toMatch(b.mentions);
       expect(headers?.['x-attempts']).toBe('1');
     });
+  });
+
+  it('serves /healthz (503 until it has joined its group, 503 after stop) and /metrics counting outcomes and commit → handled latency', async () => {
+    const s = await scenario(1);
+    const metrics = createRouterMetrics();
+    let router: Router | undefined;
+    const http = await startHealthServer({
+      host: '127.0.0.1',
+      port: 0,
+      registry: metrics.registry,
+      health: () => {
+        const h = router?.health() ?? { running: false, joined: false };
+        return { healthy: h.running && h.joined, details: h };
+      },
+    });
+    const get = (path: string) => axios.get<string>(`http://127.0.0.1:${http.port}${path}`, { validateStatus: () => true, responseType: 'text', transformResponse: (x) => x });
+    try {
+      expect((await get('/healthz')).status).toBe(503);
+      router = await startRouter(s, handlers(s), { onEvent: metrics.onEvent });
+      await until('healthz 200', () => get('/healthz'), (r) => r.status === 200);
+      const [rec] = await produce(s, [{ key: 'k-1', reason: 'metrics' }]);
+      await produce(s, [{ key: 'k-1', id: rec?.id, reason: 'metrics' }]); // a duplicate of the same event
+      await produce(s, [{ key: 'k-2', headers: { id: randomUUID(), contentType: AVRO_CONTENT_TYPE } }]); // no eventType: dead letter
+      await until('three outcomes', () => router?.stats() ?? { applied: 0, duplicates: 0, deadLettered: 0 }, (st) => st.applied === 1 && st.duplicates === 1 && st.deadLettered === 1);
+      const text = (await get('/metrics')).data;
+      expect(text).toContain(`outbox_router_records_total{topic="${s.topic}",outcome="applied"} 1`);
+      expect(text).toContain(`outbox_router_records_total{topic="${s.topic}",outcome="duplicate"} 1`);
+      expect(text).toContain(`outbox_router_records_total{topic="${s.topic}",outcome="dead_lettered"} 1`);
+      expect(text).toMatch(/outbox_router_commit_to_handled_seconds_count 1\b/);
+      expect(text).toMatch(/outbox_router_transaction_seconds_count 2\b/);
+      await router.stop();
+      expect((await get('/healthz')).status).toBe(503);
+      expect((await get('/nope')).status).toBe(404);
+    } finally {
+      await http.close();
+    }
   });
 
   it('keeps per-key order across 200 records over 10 keys on 3 partitions, through retries', async () => {

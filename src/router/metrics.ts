@@ -1,0 +1,46 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RouterEventListener } from './types';
+
+export interface RouterMetrics {
+  registry: Registry;
+  /** Pass as the router's `onEvent`: every router event updates the metrics. */
+  onEvent: RouterEventListener;
+}
+
+/** Prometheus metrics of one router, fed from its namespaced events. */
+export function createRouterMetrics(registry: Registry = new Registry()): RouterMetrics {
+  collectDefaultMetrics({ register: registry, prefix: 'outbox_router_' });
+  const registers = [registry];
+  const records = new Counter({ name: 'outbox_router_records_total', help: 'Records finished, by topic and outcome (applied, duplicate, dead_lettered).', labelNames: ['topic', 'outcome'], registers });
+  const retries = new Counter({ name: 'outbox_router_retries_total', help: 'Failed handler attempts that were tried again.', labelNames: ['topic'], registers });
+  const waits = new Counter({ name: 'outbox_router_infrastructure_waits_total', help: 'Waits on the registry, the database or the dead-letter producer, by error code.', labelNames: ['code'], registers });
+  const transaction = new Histogram({
+    name: 'outbox_router_transaction_seconds',
+    help: 'Inbox transaction including the handler, per applied or duplicate record.',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers,
+  });
+  const latency = new Histogram({
+    name: 'outbox_router_commit_to_handled_seconds',
+    help: 'From the Kafka record timestamp (Connect produced it right after the commit was read) to the effect committed.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  return {
+    registry,
+    onEvent(name, data) {
+      const topic = String(data.topic ?? '');
+      if (name === 'router.applied' || name === 'router.duplicate') {
+        records.inc({ topic, outcome: name === 'router.applied' ? 'applied' : 'duplicate' });
+        if (typeof data.transactionMs === 'number') transaction.observe(data.transactionMs / 1000);
+        if (name === 'router.applied' && typeof data.recordTimestamp === 'number') latency.observe(Math.max(0, Date.now() - data.recordTimestamp) / 1000);
+      } else if (name === 'router.dead-letter') {
+        records.inc({ topic, outcome: 'dead_lettered' });
+      } else if (name === 'router.retry') {
+        retries.inc({ topic });
+      } else if (name === 'router.wait') {
+        waits.inc({ code: String(data.code ?? 'unknown') });
+      }
+    },
+  };
+}
