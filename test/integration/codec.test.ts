@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AVRO_CONTENT_TYPE, checkSchemas, createCodec, registerSchemas, type TopicFor } from '../../src/codec';
-import { OutboxError } from '../../src/errors';
 import { randomName, stackUrls } from '../support/stack-env';
 import { orderCreatedJson, tempSchemas } from '../unit/codec/temp-schemas';
+import { rejection } from '../support/expect-error';
 
 const registry = { url: stackUrls.registry };
 const order = () => ({
@@ -20,11 +20,6 @@ const uniqueTopics = (): TopicFor => {
   return (aggregateType) => `${prefix}.outbox.event.${aggregateType}`;
 };
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
-  if (error instanceof OutboxError) return error;
-  throw new Error(`expected an OutboxError, got ${String(error)}`);
-}
 
 describe('codec against the real registry (Apicurio ccompat)', () => {
   it('registers, encodes and decodes a round trip with a Date, under TopicRecordNameStrategy subjects', async () => {

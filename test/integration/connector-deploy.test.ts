@@ -6,10 +6,10 @@
 import type { OutboxConfig, OutboxOptions } from '../../src/config';
 import { buildConnectorConfig, createConnectClient, deleteConnector, deployConnector, type ConnectClient } from '../../src/connector';
 import { dropSlot } from '../../src/connector/database';
-import { isOutboxError, type OutboxError } from '../../src/errors';
 import { provision } from '../../src/provision';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
+import { rejection } from '../support/expect-error';
 
 jest.setTimeout(120_000);
 
@@ -37,15 +37,6 @@ function configWith(overrides: OutboxOptions = {}): OutboxConfig {
   });
 }
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 const slotRow = (slot: string) =>
   withClient(db.name, async (c) => (await c.query('SELECT active, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0]);

@@ -1,9 +1,9 @@
 /** src/codec/create-codec.ts against an in-memory registry: framing, ids, caching, decoding. */
 import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, unframeConfluent } from '../../../src/codec';
-import { OutboxError } from '../../../src/errors';
 import type { PayloadEncoder } from '../../../src/producer';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 import { orderCreatedJson, tempSchemas } from './temp-schemas';
+import { rejection } from '../../support/expect-error';
 
 const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
 const order = () => ({
@@ -15,11 +15,6 @@ const order = () => ({
   placedAt: new Date('2026-11-30T12:00:00.000Z'),
 });
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
-  if (error instanceof OutboxError) return error;
-  throw new Error(`expected an OutboxError, got ${String(error)}`);
-}
 
 describe('codec (fake registry)', () => {
   let registry: FakeRegistry;

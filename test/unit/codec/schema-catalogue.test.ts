@@ -1,19 +1,10 @@
 /** src/codec/schema-catalogue.ts: schemas/<aggregate_type>/<EventType>.avsc → parsed types. */
 import { join } from 'node:path';
 import { createSchemaCatalogue, defaultSchemasDir } from '../../../src/codec';
-import { OutboxError } from '../../../src/errors';
 import { PROJECT_ROOT } from '../../../src/stack/paths';
 import { orderCreatedJson, tempSchemas } from './temp-schemas';
+import { thrown } from '../../support/expect-error';
 
-function thrown(body: () => unknown): OutboxError {
-  try {
-    body();
-  } catch (error) {
-    if (error instanceof OutboxError) return error;
-    throw error;
-  }
-  throw new Error('expected an OutboxError');
-}
 
 describe('schema catalogue', () => {
   it('loads the shipped order schemas from PROJECT_ROOT/schemas by default', () => {

@@ -2,19 +2,10 @@
 import { readFileSync } from 'node:fs';
 import { loadConfig, type OutboxOptions } from '../../../src/config';
 import { buildConnectorConfig, CONNECTOR_TEMPLATE, heartbeatQuery, outboxSourceTopic } from '../../../src/connector';
-import { isOutboxError, type OutboxError } from '../../../src/errors';
+import { thrown } from '../../support/expect-error';
 
 const config = (overrides: OutboxOptions = {}) => loadConfig({ env: {}, overrides });
 
-function thrown(fn: () => unknown): OutboxError {
-  try {
-    fn();
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected an OutboxError, nothing was thrown');
-}
 
 /** A Java regex as used by Connect/Debezium (Matcher.matches: anchored), run in JS: \x{H} is \u{H} there. */
 function javaMatches(pattern: string, text: string): boolean {

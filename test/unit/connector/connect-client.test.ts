@@ -4,7 +4,8 @@
  */
 import { createConnectClient, type HttpRequest, type HttpResponse } from '../../../src/connector';
 import { backoffDelay, retry } from '../../../src/connector/retry';
-import { isOutboxError, OutboxError } from '../../../src/errors';
+import { OutboxError } from '../../../src/errors';
+import { rejection } from '../../support/expect-error';
 
 const settings = { url: 'http://connect.test:8083', requestTimeoutMs: 1234 };
 const conflict: HttpResponse = { status: 409, data: { error_code: 409, message: 'Cannot complete request momentarily due to no known leader URL, likely because a rebalance was underway.' } };
@@ -30,15 +31,6 @@ function client(responses: Array<HttpResponse | Error>, retryOverrides = {}) {
   return { c, calls, sleeps };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('409 during a rebalance', () => {
   it('is retried with growing, jittered delays until Connect answers', async () => {

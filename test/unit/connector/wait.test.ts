@@ -1,7 +1,7 @@
 /** src/connector/wait.ts with a fake Connect client: RUNNING must settle, new task configs must apply, FAILED throws. */
 import type { ConnectClient, ConnectorStatusInfo } from '../../../src/connector';
 import { failureHint, traceHead, waitForRunning } from '../../../src/connector/wait';
-import { isOutboxError, type OutboxError } from '../../../src/errors';
+import { rejection } from '../../support/expect-error';
 
 type State = ConnectorStatusInfo['connector']['state'];
 const status = (connector: State, ...tasks: Array<{ state: State; trace?: string }>): ConnectorStatusInfo => ({
@@ -19,15 +19,6 @@ function fakeClient(statuses: Array<ConnectorStatusInfo | undefined>, taskConfig
   return { client, polls: () => polls };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 const trace = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'java.lang.NoClassDefFoundError: org/apache/kafka/common/utils/Sanitizer' : `\tat frame${i}`)).join('\n');
 

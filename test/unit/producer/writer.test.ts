@@ -4,8 +4,8 @@
  */
 import type { ClientBase } from 'pg';
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { OutboxError, isOutboxError } from '../../../src/errors';
 import { createOutboxWriter, type OutboxEvent, type OutboxWriterOptions, type PayloadEncoder } from '../../../src/producer';
+import { rejection } from '../../support/expect-error';
 
 // Generated ids are UUIDv7 (time-ordered, see src/producer/uuidv7.ts).
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -34,15 +34,6 @@ const event = (n = 0, patch: Partial<OutboxEvent> = {}): OutboxEvent => ({
   ...patch,
 });
 
-async function rejection(promise: Promise<unknown>): Promise<OutboxError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected an OutboxError, the promise resolved');
-}
 
 describe('transaction status', () => {
   it("'I' (idle, no transaction) is NOT_IN_TRANSACTION; nothing is encoded or queried", async () => {

@@ -6,18 +6,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { OutboxError, isOutboxError } from '../../../src/errors';
 import { SQL_DIR, loadMigrations, renderSql, rolesSql, sqlValues } from '../../../src/provision/sql-files';
+import { thrown } from '../../support/expect-error';
 
-function thrown(fn: () => unknown): OutboxError {
-  try {
-    fn();
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected an OutboxError, nothing was thrown');
-}
 
 const config = (overrides: OutboxOptions = {}) => loadConfig({ env: {}, overrides });
 

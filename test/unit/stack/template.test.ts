@@ -5,21 +5,12 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { OutboxError, isOutboxError } from '../../../src/errors';
 import { jvmTemplateValues } from '../../../src/stack/stack';
 import { PROJECT_ROOT, stackPaths } from '../../../src/stack/paths';
 import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from '../../../src/stack/settings';
 import { parseProperties, renderTemplate, renderTemplateFile } from '../../../src/stack/template';
+import { thrown } from '../../support/expect-error';
 
-function thrown(fn: () => unknown): OutboxError {
-  try {
-    fn();
-  } catch (error) {
-    if (isOutboxError(error)) return error;
-    throw error;
-  }
-  throw new Error('expected an OutboxError, nothing was thrown');
-}
 
 describe('renderTemplate', () => {
   it('fills every placeholder, repeated ones included, and leaves the rest of the text alone', () => {
