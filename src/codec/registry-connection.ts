@@ -2,6 +2,7 @@ import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import axios, { type AxiosInstance } from 'axios';
 import type { Type } from 'avsc';
 import { OutboxError } from '../errors';
+import { retry } from '../retry';
 import { avroTypeOptions, parseAvroType } from './logical-types';
 import { errorCode, fromClientError, fromRegistryStatus, registryUnavailable, splitCredentials } from './registry-errors';
 
@@ -196,15 +197,7 @@ function asVersion(data: unknown): RegisteredVersion {
   return { id: Number(id), version: Number(version) };
 }
 
-/** Retries retriable OutboxErrors with short exponential backoff and jitter; everything else at once. */
-async function withRetries<T>(retries: number, body: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      return await body();
-    } catch (error) {
-      if (attempt >= retries || !(error instanceof OutboxError && error.retriable)) throw error;
-      const delay = Math.min(2_000, 100 * 2 ** attempt) * (0.8 + Math.random() * 0.4);
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
+/** Retries retriable OutboxErrors (outage, 5xx) with short backoff and jitter; everything else at once. */
+function withRetries<T>(retries: number, body: () => Promise<T>): Promise<T> {
+  return retry(() => body(), { attempts: retries + 1, initialDelayMs: 100, maxDelayMs: 2_000, ceilingMs: 30_000 });
 }

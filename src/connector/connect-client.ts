@@ -1,7 +1,7 @@
 import axios from 'axios';
 import type { OutboxConfig } from '../config';
 import { OutboxError, isOutboxError } from '../errors';
-import { retry, type RetryOptions } from './retry';
+import { retry, type RetryOptions } from '../retry';
 
 /** A small Kafka Connect REST client: every non-2xx becomes an OutboxError naming the status and Connect's message. */
 

@@ -3,7 +3,7 @@ import type { OutboxConfig } from '../config';
 import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
 import { quoteIdent } from './escape';
-import { sleep } from './retry';
+import { sleep } from '../retry';
 import type { SlotInfo } from './slot-guard';
 
 /** The connector's PostgreSQL side, read and cleaned up with the admin settings (config.database). */

@@ -1,6 +1,6 @@
 import { OutboxError } from '../errors';
 import type { ConnectClient, ConnectorStatusInfo } from './connect-client';
-import { sleep } from './retry';
+import { sleep } from '../retry';
 
 export const TRACE_LINES = 15;
 

@@ -5,7 +5,7 @@ import type { Codec } from '../codec';
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
-import type { BackoffSettings } from './backoff';
+import type { BackoffSettings } from '../retry';
 import type { Handlers, RouterEventListener } from './types';
 
 /** Scalar settings, validated once; defaults live here. */

@@ -2,7 +2,7 @@ import type { KafkaMessage, Message } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Codec } from '../codec';
 import { isOutboxError, OutboxError, type ErrorCode } from '../errors';
-import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from './backoff';
+import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
 import { buildDeadLetter } from './dead-letter';
 import { applyOnce, HandlerFailed, InboxUnavailable } from './inbox-transaction';
 import { parseRecordHeaders, type RecordHeaders } from './record-headers';

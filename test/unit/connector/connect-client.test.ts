@@ -3,7 +3,7 @@
  * error mapping, 409 retries with backoff and jitter up to a ceiling, and the 404 conventions.
  */
 import { createConnectClient, type HttpRequest, type HttpResponse } from '../../../src/connector';
-import { backoffDelay, retry } from '../../../src/connector/retry';
+import { backoffDelay, retry } from '../../../src/retry';
 import { OutboxError } from '../../../src/errors';
 import { rejection } from '../../support/expect-error';
 

@@ -1,4 +1,4 @@
-import { backoffDelay, sleepUnlessAborted } from '../../../src/router/backoff';
+import { backoffDelay, sleepUnlessAborted } from '../../../src/retry';
 
 describe('backoffDelay', () => {
   const settings = { initialDelayMs: 100, maxDelayMs: 1_000 };
