@@ -3,9 +3,11 @@ import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
+import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
 import { stackCommand } from './stack-commands';
+import { watchdogCommand } from './watchdog-command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../package.json') as { version: string };
@@ -23,6 +25,8 @@ export function buildProgram(): Command {
   for (const command of schemaCommands()) program.addCommand(command);
   for (const command of connectorCommands()) program.addCommand(command);
   program.addCommand(routerCommand());
+  program.addCommand(watchdogCommand());
+  program.addCommand(relayCommand());
   program.addCommand(benchCommand());
   return program;
 }

@@ -1,12 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { OutboxError } from '../errors';
+import type { EnvSetting } from './env-setting';
+import { RELAY_ENV_SETTINGS } from './relay-schema';
+import { WATCHDOG_ENV_SETTINGS } from './watchdog-schema';
 import { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
 
 type Source = { kind: 'env'; name: string } | { kind: 'file'; path: string } | { kind: 'option' };
 
 /** Environment variables read by loadConfig, and the setting each one feeds. */
-export const ENV_SETTINGS: ReadonlyArray<{ env: string; path: string[]; type?: 'number' | 'list' | 'boolean' }> = [
+export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'PGHOST', path: ['database', 'host'] },
   { env: 'PGPORT', path: ['database', 'port'], type: 'number' },
   { env: 'PGDATABASE', path: ['database', 'database'] },
@@ -33,6 +36,8 @@ export const ENV_SETTINGS: ReadonlyArray<{ env: string; path: string[]; type?: '
   { env: 'OUTBOX_CONNECT_PASSWORD', path: ['connect', 'password'] },
   { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
   { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
+  ...WATCHDOG_ENV_SETTINGS,
+  ...RELAY_ENV_SETTINGS,
 ];
 
 const SECRET_KEY = /password|secret|token/i;

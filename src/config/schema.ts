@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { relaySchema } from './relay-schema';
+import { watchdogSchema } from './watchdog-schema';
 import { LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../stack/settings';
 
 /**
@@ -118,6 +120,8 @@ export const outboxConfigSchema = z
     registry: registrySchema.prefault({}),
     connect: connectSchema.prefault({}),
     connector: connectorSchema.prefault({}),
+    watchdog: watchdogSchema.prefault({}),
+    relay: relaySchema.prefault({}),
   })
   .strict();
 

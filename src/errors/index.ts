@@ -2,6 +2,9 @@
  * The one error type of outbox-router. Every code has a row in docs/errors.md saying how to fix it;
  * messages name the bad value and the fix, so a CLI can print `message` and nothing else.
  */
+import { RELAY_ERROR_CODES } from './relay-codes';
+import { WATCHDOG_ERROR_CODES } from './watchdog-codes';
+
 export const ERROR_CODES = [
   'CONFIG_INVALID',
   'STACK_JAVA_MISSING',
@@ -40,6 +43,8 @@ export const ERROR_CODES = [
   'HANDLER_NOT_FOUND',
   'HANDLER_FAILED',
   'DLQ_UNAVAILABLE',
+  ...WATCHDOG_ERROR_CODES,
+  ...RELAY_ERROR_CODES,
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
