@@ -1,8 +1,9 @@
-import { Kafka, logLevel, Partitioners, type Consumer, type EachBatchPayload, type logCreator, type Producer } from 'kafkajs';
+import { Partitioners, type Consumer, type EachBatchPayload, type Producer } from 'kafkajs';
 import type { Pool } from 'pg';
 import { createCodec } from '../codec';
 import { createPool, qualified } from '../db';
-import { createLogger, type Logger } from '../log';
+import { createKafka } from '../kafka';
+import { createLogger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { processRecord, type RecordDeps } from './process-record';
 import { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
@@ -34,7 +35,7 @@ export function createRouter(options: RouterOptions): Router {
   const logger = options.logger ?? createLogger({ name: 'router' });
   const kafka =
     options.kafka ??
-    new Kafka({ clientId: config.kafka.clientId, brokers: [...config.kafka.brokers], logLevel: logLevel.WARN, logCreator: kafkaLogTo(logger), retry: { retries: 10 } });
+    createKafka(config, { logger });
   const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, infrastructureRetries: 0 };
   const emit = (name: RouterEventName, data: Record<string, unknown>) => {
     try {
@@ -146,14 +147,4 @@ export function createRouter(options: RouterOptions): Router {
 
     health: () => ({ running: state === 'running', joined: state === 'running' && joined }),
   };
-}
-
-/** kafkajs's own log lines go to the router's logger instead of the console. */
-function kafkaLogTo(logger: Logger): logCreator {
-  return () =>
-    ({ level, log }) => {
-      const { message, ...rest } = log;
-      const method = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN ? 'warn' : level === logLevel.INFO ? 'info' : 'debug';
-      logger[method]({ kafkajs: rest }, message);
-    };
 }
