@@ -7,6 +7,7 @@ import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
 import { stackCommand } from './stack-commands';
+import { statusCommand } from './status-command';
 import { watchdogCommand } from './watchdog-command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   program.addCommand(routerCommand());
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
+  program.addCommand(statusCommand());
   program.addCommand(benchCommand());
   return program;
 }
