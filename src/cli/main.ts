@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
+import { dlqCommands } from './dlq-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   for (const command of schemaCommands()) program.addCommand(command);
   for (const command of connectorCommands()) program.addCommand(command);
   program.addCommand(routerCommand());
+  for (const command of dlqCommands()) program.addCommand(command);
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());

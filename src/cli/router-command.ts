@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
-import { createRouter, createRouterMetrics, startHealthServer, type Handlers } from '../router';
+import { createRouter, createRouterMetrics, DEFAULT_TOPICS, startHealthServer, type Handlers } from '../router';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -32,6 +32,42 @@ function loadHandlers(path: string): Handlers {
   return handlers as Handlers;
 }
 
+interface RouterCommandOptions {
+  handlers: string;
+  consumer: string;
+  maxAttempts: number;
+  metricsPort: number;
+  metricsHost: string;
+  partitions: number;
+  lanes: number;
+  maxTransactionRecords: number;
+  block?: string[];
+  unknownEventType: 'dead-letter' | 'skip';
+  handlerTimeoutMs: number;
+  topics: string;
+}
+
+function topicsPattern(source: string): RegExp {
+  try {
+    return new RegExp(source);
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `--topics ${JSON.stringify(source)} is not a valid regular expression (${(error as Error).message}); e.g. --topics '^outbox\\.event\\.(order|payment)$'.`);
+  }
+}
+
+function nonNegativeInt(flag: string, value: string): number {
+  if (!/^\d+$/.test(value)) throw new OutboxError('CONFIG_INVALID', `${flag} must be a whole number ≥ 0, got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
+function positiveInt(flag: string): (value: string) => number {
+  return (value) => {
+    const n = nonNegativeInt(flag, value);
+    if (n < 1) throw new OutboxError('CONFIG_INVALID', `${flag} must be at least 1, got ${value}.`);
+    return n;
+  };
+}
+
 export function routerCommand(): Command {
   return withConfigOption(
     new Command('router').description(
@@ -42,17 +78,39 @@ export function routerCommand(): Command {
   )
     .requiredOption('--handlers <module>', 'a .js module whose default export maps aggregate type → event type → async (event, ctx)')
     .option('--consumer <name>', 'consumer name: the inbox key and the Kafka group id', 'outbox-router')
-    .addOption(new Option('--max-attempts <n>', 'handler attempts before dead-lettering').default(5).argParser((v) => Number.parseInt(v, 10)))
+    .addOption(new Option('--max-attempts <n>', 'handler attempts before dead-lettering (or blocking)').default(5).argParser(positiveInt('--max-attempts')))
     .addOption(new Option('--metrics-port <port>', '/metrics and /healthz port (0: any free port)').default(STACK_PORTS.routerMetrics).argParser((v) => Number.parseInt(v, 10)))
     .option('--metrics-host <host>', 'address for /metrics and /healthz', STACK_HOST)
+    .option('--topics <regex>', 'routed topics to consume, a regular expression (new matching topics are picked up while running)', DEFAULT_TOPICS.source)
+    .addOption(new Option('--partitions <n>', 'partitions handled at once').default(4).argParser(positiveInt('--partitions')))
+    .addOption(new Option('--lanes <n>', 'parallel lanes per partition (by key hash; each key stays in order)').default(1).argParser(positiveInt('--lanes')))
+    .addOption(new Option('--max-transaction-records <n>', 'consecutive records applied in one inbox transaction').default(50).argParser(positiveInt('--max-transaction-records')))
+    .option('--block <aggregateTypes...>', "aggregate types whose failing records hold their partition (retried forever) instead of being dead-lettered")
+    .addOption(new Option('--unknown-event-type <action>', 'an event type with no handler').choices(['dead-letter', 'skip']).default('dead-letter'))
+    .addOption(new Option('--handler-timeout-ms <ms>', 'a handler running longer fails its attempt (0: no limit)').default(30_000).argParser((v) => nonNegativeInt('--handler-timeout-ms', v)))
     .action(
-      action(async (opts: { handlers: string; consumer: string; maxAttempts: number; metricsPort: number; metricsHost: string }, command: Command) => {
+      action(async (opts: RouterCommandOptions, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const handlers = loadHandlers(opts.handlers);
         const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) });
         const metrics = createRouterMetrics();
-        const router = createRouter({ config, handlers, codec, consumer: opts.consumer, maxAttempts: opts.maxAttempts, logger: log, onEvent: metrics.onEvent });
+        const router = createRouter({
+          config,
+          handlers,
+          codec,
+          consumer: opts.consumer,
+          topics: topicsPattern(opts.topics),
+          maxAttempts: opts.maxAttempts,
+          partitionsConsumedConcurrently: opts.partitions,
+          lanes: opts.lanes,
+          maxTransactionRecords: opts.maxTransactionRecords,
+          policies: Object.fromEntries((opts.block ?? []).map((t) => [t, 'block' as const])),
+          unknownEventType: opts.unknownEventType,
+          handlerTimeoutMs: opts.handlerTimeoutMs,
+          logger: log,
+          onEvent: metrics.onEvent,
+        });
         const http = await startHealthServer({
           host: opts.metricsHost,
           port: opts.metricsPort,

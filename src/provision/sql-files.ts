@@ -41,6 +41,11 @@ function derivedName(base: string, suffix: string): string {
   return `${head}${suffix}`;
 }
 
+/** The router's dead-lettered keys live next to the inbox: `inbox` → `inbox_parked`. */
+export function parkedTableName(inboxTable: string): string {
+  return derivedName(inboxTable, '_parked');
+}
+
 /** Every placeholder the SQL files may use, as escaped identifiers. */
 export function sqlValues(config: OutboxConfig): Record<string, string> {
   const { outbox, roles, database } = config;
@@ -49,6 +54,7 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outbox: qualified(outbox.schema, outbox.table),
     outboxUnpublishedIndex: escapeIdentifier(derivedName(outbox.table, '_unpublished_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
+    parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
     heartbeat: qualified(outbox.schema, outbox.heartbeatTable),
     migrations: qualified(outbox.schema, outbox.migrationsTable),
     publication: escapeIdentifier(outbox.publication),

@@ -7,3 +7,7 @@ export { buildDeadLetter, type DeadLetterInput } from './dead-letter';
 export { parseRecordHeaders, type RecordHeaders } from './record-headers';
 export { createRouterMetrics, type RouterMetrics } from './metrics';
 export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';
+export { replayDeadLetters, type ReplayOptions, type ReplayReport, type ReplayedRecord } from './replay';
+export { releaseKeys } from './parked';
+export { REPLAY_HEADER, type FailurePolicy } from './process-record';
+export { laneOf } from './partition-batch';

@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RouterEventListener } from './types';
 
 export interface RouterMetrics {
@@ -11,7 +11,7 @@ export interface RouterMetrics {
 export function createRouterMetrics(registry: Registry = new Registry()): RouterMetrics {
   collectDefaultMetrics({ register: registry, prefix: 'outbox_router_' });
   const registers = [registry];
-  const records = new Counter({ name: 'outbox_router_records_total', help: 'Records finished, by topic and outcome (applied, duplicate, dead_lettered).', labelNames: ['topic', 'outcome'], registers });
+  const records = new Counter({ name: 'outbox_router_records_total', help: 'Records finished, by topic and outcome (applied, duplicate, dead_lettered, skipped).', labelNames: ['topic', 'outcome'], registers });
   const retries = new Counter({ name: 'outbox_router_retries_total', help: 'Failed handler attempts that were tried again.', labelNames: ['topic'], registers });
   const waits = new Counter({ name: 'outbox_router_infrastructure_waits_total', help: 'Waits on the registry, the database or the dead-letter producer, by error code.', labelNames: ['code'], registers });
   const transaction = new Histogram({
@@ -26,6 +26,9 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers,
   });
+  const lag = new Gauge({ name: 'outbox_router_consumer_lag', help: 'Records behind the high watermark after the last batch, per topic and partition.', labelNames: ['topic', 'partition'], registers });
+  const blocked = new Gauge({ name: 'outbox_router_blocked_records', help: "Records past maxAttempts held under the 'block' policy (their partitions wait).", labelNames: ['topic'], registers });
+  const splits = new Counter({ name: 'outbox_router_chunk_splits_total', help: 'Multi-record inbox transactions that failed and were retried one record per transaction.', labelNames: ['topic'], registers });
   return {
     registry,
     onEvent(name, data) {
@@ -36,6 +39,16 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
         if (name === 'router.applied' && typeof data.recordTimestamp === 'number') latency.observe(Math.max(0, Date.now() - data.recordTimestamp) / 1000);
       } else if (name === 'router.dead-letter') {
         records.inc({ topic, outcome: 'dead_lettered' });
+      } else if (name === 'router.skipped') {
+        records.inc({ topic, outcome: 'skipped' });
+      } else if (name === 'router.lag') {
+        lag.set({ topic, partition: String(data.partition) }, Number(data.lag));
+      } else if (name === 'router.blocked') {
+        blocked.inc({ topic });
+      } else if (name === 'router.unblocked') {
+        blocked.dec({ topic });
+      } else if (name === 'router.chunk-split') {
+        splits.inc({ topic });
       } else if (name === 'router.retry') {
         retries.inc({ topic });
       } else if (name === 'router.wait') {

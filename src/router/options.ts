@@ -26,6 +26,24 @@ const settingsSchema = z
     /** A new group starts at the beginning: the inbox makes re-reading harmless, skipping would lose events. */
     fromBeginning: z.boolean().default(true),
     poolSize: z.number().int().min(1).max(200).optional(),
+    /**
+     * Lanes per partition: records of different keys run side by side, each key in offset order
+     * (hash of the key → lane). 1 = strictly one record after another per partition.
+     */
+    lanes: z.number().int().min(1).max(64).default(1),
+    /** Consecutive records applied in one inbox transaction (a failing one splits the chunk). 1 = one per record. */
+    maxTransactionRecords: z.number().int().min(1).max(1_000).default(50),
+    /** What to do with a record still failing after maxAttempts, per aggregate type (default: defaultPolicy). */
+    policies: z.record(z.string(), z.enum(['dead-letter', 'block'])).default({}),
+    defaultPolicy: z.enum(['dead-letter', 'block']).default('dead-letter'),
+    /** An event type with no handler: dead-letter (default) or skip (count it and move on). */
+    unknownEventType: z.enum(['dead-letter', 'skip']).default('dead-letter'),
+    /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
+    handlerTimeoutMs: z.number().int().min(0).default(30_000),
+    /** How often the topic list is checked for new routed topics (subscribed without a restart). 0: never. */
+    topicRefreshMs: z.number().int().min(0).default(10_000),
+    /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
+    parkKeys: z.boolean().default(true),
   })
   .strict();
 
@@ -59,6 +77,14 @@ export interface ResolvedSettings {
   maxWaitTimeInMs: number;
   fromBeginning: boolean;
   poolSize: number;
+  lanes: number;
+  maxTransactionRecords: number;
+  policies: Readonly<Record<string, 'dead-letter' | 'block'>>;
+  defaultPolicy: 'dead-letter' | 'block';
+  unknownEventType: 'dead-letter' | 'skip';
+  handlerTimeoutMs: number;
+  topicRefreshMs: number;
+  parkKeys: boolean;
 }
 
 export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
@@ -82,6 +108,6 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
   return Object.freeze({
     ...s,
     groupId: s.groupId ?? s.consumer,
-    poolSize: s.poolSize ?? s.partitionsConsumedConcurrently + 1,
+    poolSize: s.poolSize ?? s.partitionsConsumedConcurrently * s.lanes + 2,
   });
 }

@@ -4,11 +4,18 @@ import type { Codec } from '../codec';
 import { isOutboxError, OutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
 import { buildDeadLetter } from './dead-letter';
-import { applyOnce, HandlerFailed, InboxUnavailable } from './inbox-transaction';
-import { parseRecordHeaders, type RecordHeaders } from './record-headers';
-import type { Handlers, RouterEventName, RouterStats } from './types';
+import { applyMany, applyOnce, HandlerFailed, InboxUnavailable } from './inbox-transaction';
+import type { ParkedKeys } from './parked';
+import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
+import type { EventHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
 
-export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'aborted';
+export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'skipped' | 'aborted';
+
+/** What happens to a record whose handler keeps failing (per aggregate type). */
+export type FailurePolicy = 'dead-letter' | 'block';
+
+/** Set by `outbox dlq:replay` on re-published dead letters. */
+export const REPLAY_HEADER = 'x-replayed-at';
 
 /** Everything one record needs; built once by createRouter, replaced by fakes in unit tests. */
 export interface RecordDeps {
@@ -30,6 +37,13 @@ export interface RecordDeps {
   stats: RouterStats;
   emit(name: RouterEventName, data: Record<string, unknown>): void;
   random?: () => number;
+  /** Default: every aggregate type dead-letters. */
+  policyFor?(aggregateType: string): FailurePolicy;
+  /** An event type with no handler: dead-letter it (default) or skip it. */
+  unknownEventType?: 'dead-letter' | 'skip';
+  handlerTimeoutMs?: number;
+  /** The batch's parked keys; without it, keys are not parked (unit tests, or parking switched off). */
+  parked?: ParkedKeys;
 }
 
 interface Failure {
@@ -38,16 +52,43 @@ interface Failure {
   attempts: number;
 }
 
+interface Where {
+  topic: string;
+  partition: number;
+  message: KafkaMessage;
+  aggregateType: string;
+  key: string;
+}
+
+/** A record decoded and ready for its inbox transaction. */
+export interface Ready extends Where {
+  kind: 'ready';
+  event: RoutedEvent;
+  handler: EventHandler;
+  replayed: boolean;
+}
+
+export type Prepared =
+  | Ready
+  | (Where & { kind: 'dead-letter'; failure: Failure; eventId?: string })
+  | (Where & { kind: 'skip'; reason: string })
+  | { kind: 'aborted' };
+
 /**
  * One record, start to end: headers → handler lookup → decode → inbox + handler in one transaction,
  * retried; or a dead letter. Never throws for a record's content; resolves 'aborted' only when the
  * router stops in the middle, and the record is then left for the next run.
  */
 export async function processRecord(topic: string, partition: number, message: KafkaMessage, deps: RecordDeps): Promise<Outcome> {
+  return finishRecord(await prepareRecord(topic, partition, message, deps), deps);
+}
+
+/** Headers, handler lookup and decode (waiting out a registry outage): nothing is written yet. */
+export async function prepareRecord(topic: string, partition: number, message: KafkaMessage, deps: RecordDeps): Promise<Prepared> {
   deps.stats.received++;
   const aggregateType = deps.aggregateTypeOf(topic);
-  const where = { topic, partition, offset: message.offset };
-  const deadLetter = (failure: Failure) => sendDeadLetter(topic, partition, message, aggregateType, failure, deps);
+  const where: Where = { topic, partition, message, aggregateType, key: message.key ? message.key.toString('utf8') : '' };
+  const deadLetter = (failure: Failure, eventId?: string): Prepared => ({ ...where, kind: 'dead-letter', failure, eventId });
 
   let headers: RecordHeaders;
   try {
@@ -61,11 +102,9 @@ export async function processRecord(topic: string, partition: number, message: K
   const handler = deps.handlers[aggregateType]?.[headers.eventType];
   if (!handler) {
     const known = Object.keys(deps.handlers[aggregateType] ?? {});
-    return deadLetter({
-      code: 'HANDLER_NOT_FOUND',
-      message: `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(headers.eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`,
-      attempts: 1,
-    });
+    const reason = `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(headers.eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`;
+    if (deps.unknownEventType === 'skip') return { ...where, kind: 'skip', reason };
+    return deadLetter({ code: 'HANDLER_NOT_FOUND', message: reason, attempts: 1 }, headers.id);
   }
 
   let payload: unknown;
@@ -74,54 +113,155 @@ export async function processRecord(topic: string, partition: number, message: K
       payload = await deps.codec.decode(message.value as Buffer, headers.contentType);
       break;
     } catch (error) {
-      if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error, 1));
-      if (!(await waitForInfrastructure(error, wait, where, deps))) return 'aborted';
+      if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error, 1), headers.id);
+      if (!(await waitForInfrastructure(error, wait, whereOf(where), deps))) return { kind: 'aborted' };
     }
   }
 
-  const event = {
+  const event: RoutedEvent = {
     id: headers.id,
     aggregateType,
-    aggregateId: message.key ? message.key.toString('utf8') : '',
+    aggregateId: where.key,
     type: headers.eventType,
     payload,
     headers: headers.extra,
     traceparent: headers.traceparent,
     createdAt: message.timestamp ? new Date(Number(message.timestamp)) : undefined,
   };
+  return { ...where, kind: 'ready', event, handler, replayed: headerText(message.headers, REPLAY_HEADER) !== undefined };
+}
+
+/** Can this record share a transaction with its neighbours? Not when its key is parked or it is a replay. */
+export function chunkable(prepared: Prepared, deps: RecordDeps): prepared is Ready {
+  return prepared.kind === 'ready' && !prepared.replayed && deps.parked?.earliest(prepared.key) === undefined;
+}
+
+/** One prepared record in its own transaction (retried), or its dead letter, or its skip. */
+export async function finishRecord(prepared: Prepared, deps: RecordDeps): Promise<Outcome> {
+  if (prepared.kind === 'aborted') return 'aborted';
+  if (prepared.kind === 'skip') {
+    deps.stats.skipped++;
+    deps.emit('router.skipped', { ...whereOf(prepared), reason: prepared.reason });
+    return 'skipped';
+  }
+  if (prepared.kind === 'dead-letter') return deadLetterAndPark(prepared, prepared.failure, prepared.eventId, deps);
+
+  const { event, handler, key } = prepared;
+  const earliest = deps.parked?.earliest(key);
+  const releases = earliest !== undefined && prepared.replayed && earliest === event.id;
+  if (earliest !== undefined && !releases) {
+    return deadLetterAndPark(
+      prepared,
+      {
+        code: 'KEY_PARKED',
+        message: `Key ${JSON.stringify(key)} has an earlier dead-lettered event (${earliest}); later events of the key follow it to the dead-letter topic until it is replayed (outbox dlq:replay --key ${key}) or released (outbox dlq:release).`,
+        attempts: 1,
+      },
+      event.id,
+      deps,
+    );
+  }
+  const parked = deps.parked;
+  const afterInbox = releases && parked ? (tx: Parameters<typeof parked.releaseIn>[0]) => parked.releaseIn(tx, key, event.id) : undefined;
+
   let attempt = 1;
+  let blocked = false;
   for (let wait = 1; ; ) {
     try {
       const started = Date.now();
-      const result = await applyOnce(deps.pool, deps.inboxTable, deps.consumer, headers.id, (tx) => handler(event, { tx }));
-      if (result === 'duplicate') deps.stats.duplicates++;
-      else deps.stats.applied++;
-      deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
-        ...where,
-        id: headers.id,
-        attempts: attempt,
-        transactionMs: Date.now() - started,
-        // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.
-        recordTimestamp: message.timestamp ? Number(message.timestamp) : undefined,
+      const result = await applyOnce(deps.pool, deps.inboxTable, deps.consumer, event.id, (tx) => handler(event, { tx }), {
+        handlerTimeoutMs: deps.handlerTimeoutMs,
+        afterInbox,
       });
+      if (releases) parked?.released(key, event.id);
+      if (blocked) deps.emit('router.unblocked', { ...whereOf(prepared), id: event.id, attempts: attempt });
+      count(prepared, result, attempt, Date.now() - started, deps);
       return result;
     } catch (error) {
       if (error instanceof InboxUnavailable) {
-        if (!(await waitForInfrastructure(error.cause, wait++, where, deps))) return 'aborted';
+        if (!(await waitForInfrastructure(error.cause, wait++, whereOf(prepared), deps))) return 'aborted';
         continue;
       }
       const cause = error instanceof HandlerFailed ? error.cause : error;
       // A handler may say "this will never work" with a non-retriable OutboxError: no point retrying.
       const hopeless = isOutboxError(cause) && !cause.retriable;
-      if (hopeless || attempt >= deps.maxAttempts) {
-        return deadLetter({ code: isOutboxError(cause) ? cause.code : 'HANDLER_FAILED', message: messageOf(cause), attempts: attempt });
+      const policy = deps.policyFor?.(prepared.aggregateType) ?? 'dead-letter';
+      if ((hopeless || attempt >= deps.maxAttempts) && policy === 'dead-letter') {
+        return deadLetterAndPark(prepared, { code: isOutboxError(cause) ? cause.code : 'HANDLER_FAILED', message: messageOf(cause), attempts: attempt }, event.id, deps);
+      }
+      if ((hopeless || attempt >= deps.maxAttempts) && !blocked) {
+        // `block`: the partition waits on this record, retrying at the backoff ceiling, so order holds strictly.
+        blocked = true;
+        deps.emit('router.blocked', { ...whereOf(prepared), id: event.id, attempts: attempt, error: messageOf(cause) });
       }
       const delay = backoffDelay(attempt, deps.backoff, deps.random);
       deps.stats.retries++;
-      deps.emit('router.retry', { ...where, id: headers.id, attempt, delayMs: delay, error: messageOf(cause) });
-      if (!(await sleepUnlessAborted(delay, deps.signal))) return 'aborted';
+      deps.emit('router.retry', { ...whereOf(prepared), id: event.id, attempt, delayMs: delay, error: messageOf(cause) });
+      if (!(await sleepUnlessAborted(delay, deps.signal))) {
+        if (blocked) deps.emit('router.unblocked', { ...whereOf(prepared), id: event.id, attempts: attempt, aborted: true });
+        return 'aborted';
+      }
       await deps.heartbeat();
       attempt++;
+    }
+  }
+}
+
+/**
+ * Several ready records in one inbox transaction. Returns undefined when it fails (nothing was
+ * committed): the caller then takes them one by one, with retries and dead letters.
+ */
+export async function applyChunk(chunk: readonly Ready[], deps: RecordDeps): Promise<Outcome[] | undefined> {
+  const started = Date.now();
+  let results: Outcome[];
+  try {
+    results = await applyMany(
+      deps.pool,
+      deps.inboxTable,
+      deps.consumer,
+      chunk.map((r) => ({ id: r.event.id, run: (tx) => r.handler(r.event, { tx }) })),
+      { handlerTimeoutMs: deps.handlerTimeoutMs },
+    );
+  } catch (error) {
+    const cause = error instanceof HandlerFailed || error instanceof InboxUnavailable ? error.cause : error;
+    deps.emit('router.chunk-split', { topic: chunk[0]?.topic, partition: chunk[0]?.partition, records: chunk.length, error: messageOf(cause) });
+    return undefined;
+  }
+  const ms = Date.now() - started;
+  chunk.forEach((r, i) => count(r, results[i] as 'applied' | 'duplicate', 1, ms, deps));
+  return results;
+}
+
+function count(where: Where, result: 'applied' | 'duplicate', attempts: number, transactionMs: number, deps: RecordDeps): void {
+  if (result === 'duplicate') deps.stats.duplicates++;
+  else deps.stats.applied++;
+  const { message } = where;
+  deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
+    ...whereOf(where),
+    id: headerText(message.headers, 'id'),
+    attempts,
+    transactionMs,
+    // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.
+    recordTimestamp: message.timestamp ? Number(message.timestamp) : undefined,
+  });
+}
+
+function whereOf(where: Where): Record<string, unknown> {
+  return { topic: where.topic, partition: where.partition, offset: where.message.offset, key: where.key };
+}
+
+/** The dead letter, then (policy permitting) the key parked so its later events follow. */
+async function deadLetterAndPark(where: Where, failure: Failure, eventId: string | undefined, deps: RecordDeps): Promise<Outcome> {
+  const outcome = await sendDeadLetter(where.topic, where.partition, where.message, where.aggregateType, failure, deps);
+  if (outcome !== 'dead-lettered' || !deps.parked || where.key === '') return outcome;
+  const id = eventId ?? `offset:${where.topic}/${where.partition}/${where.message.offset}`;
+  for (let wait = 1; ; wait++) {
+    try {
+      await deps.parked.park(where.key, id, String(failure.code));
+      return outcome;
+    } catch (error) {
+      // The dead letter is written; a redelivery would write it again (harmless: replay goes through the inbox).
+      if (!(await waitForInfrastructure(error, wait, whereOf(where), deps))) return 'aborted';
     }
   }
 }

@@ -36,10 +36,27 @@ export interface RouterStats {
   /** Failed handler attempts that were tried again. */
   retries: number;
   deadLettered: number;
+  /** Records of an event type without a handler, skipped (unknownEventType: 'skip'). */
+  skipped: number;
   /** Waits on the registry, the database or the DLQ producer (not the record's fault). */
   infrastructureRetries: number;
 }
 
 /** Namespaced router events; listeners that throw are ignored. */
-export type RouterEventName = 'router.applied' | 'router.duplicate' | 'router.retry' | 'router.dead-letter' | 'router.wait';
+export type RouterEventName =
+  | 'router.applied'
+  | 'router.duplicate'
+  | 'router.retry'
+  | 'router.dead-letter'
+  | 'router.skipped'
+  | 'router.wait'
+  /** A record past maxAttempts under the `block` policy: its partition waits on it. */
+  | 'router.blocked'
+  | 'router.unblocked'
+  /** A multi-record transaction failed; its records are retried one per transaction. */
+  | 'router.chunk-split'
+  /** After each batch: records behind the partition's high watermark. */
+  | 'router.lag'
+  /** New routed topics appeared; the consumer re-subscribed. */
+  | 'router.topics-changed';
 export type RouterEventListener = (name: RouterEventName, data: Record<string, unknown>) => void;

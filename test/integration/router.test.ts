@@ -1,16 +1,11 @@
 import axios from 'axios';
-import { Partitioners, type Admin, type IHeaders, type Producer } from 'kafkajs';
-import type { Pool } from 'pg';
-import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, type Codec } from '../../src/codec';
-import type { OutboxConfig } from '../../src/config';
-import { createPool } from '../../src/db';
-import { createLogger } from '../../src/log';
-import { provision } from '../../src/provision';
-import { createRouter, createRouterMetrics, startHealthServer, type Handlers, type Router, type RouterOptions } from '../../src/router';
-import { collect } from '../support/consume';
-import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
 import { randomUUID } from 'node:crypto';
+import type { IHeaders } from 'kafkajs';
+import { AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE } from '../../src/codec';
+import { createRouterMetrics, startHealthServer, type Handlers, type Router } from '../../src/router';
+import { collect } from '../support/consume';
+import { randomName } from '../support/stack-env';
+import { routerHarness, type Rec } from '../support/router-scenario';
 
 jest.setTimeout(120_000);
 
@@ -20,129 +15,8 @@ jest.setTimeout(120_000);
  * topics of their own per test, so tests never see each other's records.
  */
 describe('router', () => {
-  let db: FreshDatabase;
-  let config: OutboxConfig;
-  let pool: Pool;
-  let admin: Admin;
-  let producer: Producer;
-  const routers: Router[] = [];
-  const silent = createLogger({ level: 'silent' });
-
-  beforeAll(async () => {
-    db = await freshDatabase('router');
-    config = testConfig(db.name);
-    await provision(config);
-    pool = createPool(config.database, { max: 4 });
-    await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, run text NOT NULL, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text)');
-    const kafka = testKafka();
-    admin = kafka.admin();
-    producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
-    await Promise.all([admin.connect(), producer.connect()]);
-  });
-
-  afterEach(async () => {
-    await Promise.all(routers.splice(0).map((r) => r.stop()));
-  });
-
-  afterAll(async () => {
-    await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-    await pool?.end();
-    await db?.drop();
-  });
-
-  interface Scenario {
-    run: string;
-    topic: string;
-    dlq: string;
-    codec: Codec;
-  }
-
-  async function scenario(partitions: number): Promise<Scenario> {
-    const run = randomName('t').replace(/-/g, '');
-    const topic = `${run}.outbox.event.order`;
-    const dlq = `${run}.outbox.dlq.order`;
-    await admin.createTopics({ topics: [{ topic, numPartitions: partitions }, { topic: dlq, numPartitions: 1 }], waitForLeaders: true });
-    return { run, topic, dlq, codec: createCodec({ registry: config.registry, autoRegister: true, topicFor: () => topic }) };
-  }
-
-  interface Rec {
-    key: string;
-    reason?: string;
-    id?: string;
-    headers?: IHeaders;
-    value?: Buffer;
-  }
-
-  /** Event Router-shaped records; returns them with their ids. */
-  async function produce(s: Scenario, recs: Rec[]): Promise<Array<Rec & { id: string; value: Buffer; headers: IHeaders }>> {
-    const out = await Promise.all(
-      recs.map(async (r) => {
-        const value = r.value ?? (await s.codec.encode('order', 'OrderCancelled', { orderId: r.key, reason: r.reason ?? 'x', cancelledAt: new Date() }, AVRO_CONTENT_TYPE));
-        const id = r.id ?? randomUUID();
-        const headers: IHeaders = r.headers ?? { id, eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE, headers: JSON.stringify({ tenant: 'acme' }) };
-        return { ...r, id, value, headers };
-      }),
-    );
-    await producer.send({ topic: s.topic, acks: -1, messages: out.map((r) => ({ key: r.key, value: r.value, headers: r.headers })) });
-    return out;
-  }
-
-  /** Records each applied event in `effects` through ctx.tx; `fail` decides per call whether to throw after writing. */
-  function handlers(s: Scenario, fail: (reason: string, call: number) => Error | undefined = () => undefined): Handlers {
-    const calls = new Map<string, number>();
-    return {
-      order: {
-        OrderCancelled: async (event, { tx }) => {
-          const call = (calls.get(event.id) ?? 0) + 1;
-          calls.set(event.id, call);
-          await tx.query('INSERT INTO effects (run, message_id, aggregate_id, reason, tenant) VALUES ($1, $2, $3, $4, $5)', [
-            s.run,
-            event.id,
-            event.aggregateId,
-            event.payload.reason,
-            event.headers.tenant ?? null,
-          ]);
-          const error = fail(event.payload.reason, call);
-          if (error) throw error;
-        },
-      },
-    };
-  }
-
-  async function startRouter(s: Scenario, h: Handlers, extra: Partial<RouterOptions> = {}): Promise<Router> {
-    const router = createRouter({
-      config,
-      handlers: h,
-      topics: new RegExp(`^${s.run}\\.outbox\\.event\\.`),
-      consumer: `c-${s.run}`,
-      groupId: randomName('g'),
-      backoff: { initialDelayMs: 5, maxDelayMs: 20 },
-      logger: silent,
-      ...extra,
-    });
-    routers.push(router);
-    await router.start();
-    return router;
-  }
-
-  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 45_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  const effects = async (s: Scenario) =>
-    (await pool.query('SELECT message_id, aggregate_id, reason, tenant FROM effects WHERE run = $1 ORDER BY seq', [s.run])).rows as Array<{
-      message_id: string;
-      aggregate_id: string;
-      reason: string;
-      tenant: string | null;
-    }>;
-
+  const h = routerHarness();
+  const { scenario, produce, handlers, startRouter, until, effects } = h;
   it('applies each event once when records are delivered twice, and after a rewind; stop() commits offsets', async () => {
     const s = await scenario(3);
     const first = await produce(s, Array.from({ length: 20 }, (_, i) => ({ key: `k${i % 4}`, reason: `r${i}` })));
@@ -214,7 +88,7 @@ describe('router', () => {
     await until('applied', () => router.stats(), (st) => st.applied === 1);
     expect(router.stats()).toMatchObject({ applied: 1, retries: 2, deadLettered: 0 });
     expect((await effects(s)).map((r) => r.message_id)).toEqual([rec?.id]);
-    const inbox = await pool.query('SELECT 1 FROM inbox WHERE consumer = $1 AND message_id = $2', [`c-${s.run}`, rec?.id]);
+    const inbox = await h.pool.query('SELECT 1 FROM inbox WHERE consumer = $1 AND message_id = $2', [`c-${s.run}`, rec?.id]);
     expect(inbox.rowCount).toBe(1);
   });
 
@@ -222,8 +96,8 @@ describe('router', () => {
     const s = await scenario(1);
     const [poison] = await produce(s, [
       { key: 'k1', reason: 'poison' },
-      { key: 'k1', reason: 'after-1' },
-      { key: 'k1', reason: 'after-2' },
+      { key: 'k2', reason: 'after-1' },
+      { key: 'k3', reason: 'after-2' },
     ]);
     const router = await startRouter(s, handlers(s, (reason) => (reason === 'poison' ? new Error('cannot apply poison') : undefined)), { maxAttempts: 3 });
     await until('partition drained', () => router.stats(), (st) => st.applied === 2 && st.deadLettered === 1);
@@ -244,7 +118,7 @@ describe('router', () => {
       'x-error-message': 'cannot apply poison',
       'x-attempts': '3',
     });
-    const inbox = await pool.query('SELECT 1 FROM inbox WHERE message_id = $1', [poison?.id]);
+    const inbox = await h.pool.query('SELECT 1 FROM inbox WHERE message_id = $1', [poison?.id]);
     expect(inbox.rowCount).toBe(0);
   });
 
@@ -263,7 +137,8 @@ describe('router', () => {
       bad.map((b) => b.rec),
     );
     const router = await startRouter(s, handlers(s));
-    const [good] = await produce(s, [{ key: 'k', reason: 'good' }]);
+    // another key: 'k' is parked behind its dead letters (router-delivery.test.ts covers parking)
+    const [good] = await produce(s, [{ key: 'k-good', reason: 'good' }]);
     await until('all handled', () => router.stats(), (st) => st.deadLettered === 5 && st.applied === 1);
     expect(router.stats()).toMatchObject({ retries: 0 });
     expect((await effects(s)).map((r) => r.message_id)).toEqual([good?.id]);
@@ -323,7 +198,8 @@ describe('router', () => {
     const router = await startRouter(
       s,
       handlers(s, (reason, call) => (Number(reason) % 7 === 3 && call === 1 ? new Error('first try fails') : undefined)),
-      { partitionsConsumedConcurrently: 3 },
+      // one record per transaction, so every first-try failure is exactly one retry
+      { partitionsConsumedConcurrently: 3, maxTransactionRecords: 1 },
     );
     await until('200 applied', () => router.stats(), (st) => st.applied === 200);
     expect(router.stats()).toMatchObject({ duplicates: 0, deadLettered: 0, retries: 30 });

@@ -35,6 +35,7 @@ describe('loadMigrations (shipped files)', () => {
       [2, 'inbox'],
       [3, 'heartbeat'],
       [4, 'publication'],
+      [5, 'parked'],
     ]);
   });
 
@@ -159,7 +160,7 @@ describe('rendering every SQL file with hostile names', () => {
     },
     roles: { cdc: hostile.cdc, app: hostile.app, monitor: hostile.monitor },
   });
-  const allowedNames = new Set([...Object.values(hostile), `${hostile.table}_unpublished_idx`]);
+  const allowedNames = new Set([...Object.values(hostile), `${hostile.table}_unpublished_idx`, `${hostile.inboxTable}_parked`]);
 
   const rendered: Array<[string, string]> = [
     ...loadMigrations().map((m): [string, string] => [`${m.id}_${m.name}`, renderSql(m.template, cfg, m.name)]),

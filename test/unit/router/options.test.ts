@@ -15,7 +15,7 @@ function codeOf(fn: () => unknown): string | undefined {
 }
 
 describe('resolveSettings', () => {
-  it('fills defaults: group = consumer, pool one larger than the partition concurrency, low fetch wait', () => {
+  it('fills defaults: group = consumer, a connection per partition lane plus two, low fetch wait', () => {
     expect(resolveSettings({ config, handlers })).toEqual({
       consumer: 'outbox-router',
       groupId: 'outbox-router',
@@ -25,8 +25,17 @@ describe('resolveSettings', () => {
       partitionsConsumedConcurrently: 4,
       maxWaitTimeInMs: 50,
       fromBeginning: true,
-      poolSize: 5,
+      poolSize: 6,
+      lanes: 1,
+      maxTransactionRecords: 50,
+      policies: {},
+      defaultPolicy: 'dead-letter',
+      unknownEventType: 'dead-letter',
+      handlerTimeoutMs: 30_000,
+      topicRefreshMs: 10_000,
+      parkKeys: true,
     });
+    expect(resolveSettings({ config, handlers, lanes: 4, partitionsConsumedConcurrently: 2 }).poolSize).toBe(10);
     expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', backoff: { initialDelayMs: 5 } })).toMatchObject({
       consumer: 'billing',
       groupId: 'g',

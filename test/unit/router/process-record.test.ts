@@ -48,7 +48,7 @@ const goodHeaders = { id: ID, eventType: 'OrderCreated', contentType: 'applicati
 
 function deps(handler: EventHandler, overrides: Partial<RecordDeps> = {}) {
   const letters: Array<{ topic: string; message: Message }> = [];
-  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, infrastructureRetries: 0 };
+  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
   const d: RecordDeps = {
     handlers: { order: { OrderCreated: handler } },
     codec: { decode: async (bytes: Buffer) => JSON.parse(bytes.toString()) },

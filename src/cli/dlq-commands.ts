@@ -1,0 +1,100 @@
+import { Command } from 'commander';
+import type { OutboxConfig } from '../config';
+import { createPool, qualified } from '../db';
+import { OutboxError } from '../errors';
+import { createKafka } from '../kafka';
+import { parkedTableName } from '../provision/sql-files';
+import { releaseKeys, replayDeadLetters } from '../router';
+import { configFrom, withConfigOption } from './config-option';
+import { action, loggerFor } from './run-command';
+
+interface DlqTarget {
+  aggregateType?: string;
+  topic?: string;
+}
+
+/** `--aggregate-type order` → outbox.dlq.order, or `--topic` as given; the aggregate type for the parked table. */
+function target(opts: DlqTarget, config: OutboxConfig): { dlqTopic: string; aggregateType: string } {
+  if (!opts.aggregateType && !opts.topic) {
+    throw new OutboxError('CONFIG_INVALID', 'Say which dead letters: --aggregate-type <type> (reads outbox.dlq.<type>) or --topic <dead-letter topic>.');
+  }
+  const aggregateType = opts.aggregateType ?? (opts.topic as string).slice((opts.topic as string).lastIndexOf('.dlq.') + 5);
+  const routed = config.connector.topicReplacement.replace('${routedByValue}', aggregateType);
+  const dlqTopic = opts.topic ?? (routed.includes('.event.') ? routed.replace('.event.', '.dlq.') : `outbox.dlq.${aggregateType}`);
+  return { dlqTopic, aggregateType };
+}
+
+function parkedTable(config: OutboxConfig): string {
+  return qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
+}
+
+export function dlqCommands(): Command[] {
+  const replay = withConfigOption(
+    new Command('dlq:replay').description(
+      'Re-publish dead letters to their original topics (original key, value and headers; x-replayed-at added), in dead-letter order. By default ' +
+        "only those still outstanding for the consumer (its parked keys); --all for every match. The router applies them through the inbox, so a replay can't apply an event twice.",
+    ),
+  )
+    .option('--aggregate-type <type>', 'replays outbox.dlq.<type>')
+    .option('--topic <topic>', 'the dead-letter topic to read (instead of --aggregate-type)')
+    .option('--key <key>', 'only dead letters with this key (aggregate id)')
+    .option('--id <id...>', 'only these event ids')
+    .option('--consumer <name>', 'the router consumer whose parked keys say what is outstanding', 'outbox-router')
+    .option('--all', 'every matching dead letter, not only outstanding ones', false)
+    .option('--dry-run', 'list what would be replayed; publish nothing', false)
+    .option('--json', 'print the report as JSON', false)
+    .action(
+      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer: string; all: boolean; dryRun: boolean; json: boolean }, command: Command) => {
+        const log = loggerFor(command);
+        const config = configFrom(command);
+        const { dlqTopic, aggregateType } = target(opts, config);
+        const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-replay' });
+        try {
+          const report = await replayDeadLetters({
+            kafka: createKafka(config, { role: 'dlq-replay', logger: log }),
+            dlqTopic,
+            key: opts.key,
+            ids: opts.id,
+            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: opts.consumer, aggregateType },
+            dryRun: opts.dryRun,
+            logger: log,
+          });
+          if (opts.json) {
+            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+          } else {
+            const verb = report.dryRun ? 'would replay' : 'replayed';
+            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}\n`);
+            for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
+            if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
+          }
+        } finally {
+          await pool.end().catch(() => {});
+        }
+      }),
+    );
+
+  const release = withConfigOption(
+    new Command('dlq:release').description(
+      "Give up on a key's dead letters (they stay in the dead-letter topic) so the router applies the key's new events again. Use it for dead letters " +
+        'that a replay cannot fix (undecodable bytes); replay the others instead.',
+    ),
+  )
+    .option('--aggregate-type <type>', 'the aggregate type (required)')
+    .option('--key <key>', 'one key; without it, every parked key of the aggregate type')
+    .option('--consumer <name>', 'the router consumer', 'outbox-router')
+    .action(
+      action(async (opts: { aggregateType?: string; key?: string; consumer: string }, command: Command) => {
+        if (!opts.aggregateType) throw new OutboxError('CONFIG_INVALID', 'dlq:release needs --aggregate-type <type>.');
+        const config = configFrom(command);
+        const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
+        try {
+          const released = await releaseKeys(pool, parkedTable(config), opts.consumer, opts.aggregateType, opts.key);
+          process.stdout.write(`released ${released} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${opts.consumer}\n`);
+        } finally {
+          await pool.end().catch(() => {});
+        }
+      }),
+    );
+  return [replay, release];
+}
+

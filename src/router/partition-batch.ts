@@ -1,0 +1,95 @@
+import type { KafkaMessage } from 'kafkajs';
+import { applyChunk, chunkable, finishRecord, prepareRecord, type Outcome, type Ready, type RecordDeps } from './process-record';
+
+export interface BatchOptions {
+  /** Lanes per partition: records are spread by key hash, each lane keeps its keys in offset order. */
+  lanes: number;
+  /** Most records in one inbox transaction (1: a transaction per record). */
+  maxTransactionRecords: number;
+  /** Called with each offset once it and every earlier offset of the batch are finished. */
+  resolveOffset(offset: string): void;
+  /** Lets kafkajs commit and heartbeat between transactions. */
+  progress(): Promise<void>;
+  stopped(): boolean;
+}
+
+/**
+ * One partition's batch. With one lane the records run in offset order; with more, records are spread
+ * over lanes by a hash of the key, so a key always lands in the same lane and keeps its order, while
+ * different keys run side by side. Each lane groups consecutive ready records into one inbox
+ * transaction. Offsets are resolved only as a contiguous prefix: a record finished in a fast lane is
+ * not committed past an unfinished one in a slow lane, so a crash redelivers (and the inbox skips)
+ * rather than loses. Returns the last resolved offset, or undefined when none was.
+ */
+export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], deps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+  const finished = new Array<boolean>(messages.length).fill(false);
+  let next = 0;
+  let lastResolved: string | undefined;
+  const done = (index: number) => {
+    finished[index] = true;
+    while (next < messages.length && finished[next]) {
+      lastResolved = (messages[next] as KafkaMessage).offset;
+      options.resolveOffset(lastResolved);
+      next++;
+    }
+  };
+
+  const lanes: number[][] = Array.from({ length: Math.max(1, options.lanes) }, () => []);
+  messages.forEach((message, index) => {
+    const lane = options.lanes <= 1 ? 0 : laneOf(message.key, options.lanes);
+    (lanes[lane] as number[]).push(index);
+  });
+
+  const runLane = async (indices: readonly number[]): Promise<void> => {
+    let pending: Array<{ index: number; ready: Ready }> = [];
+    /** false once the router stops in the middle: the rest of the lane is left for the next run. */
+    const flush = async (): Promise<boolean> => {
+      const chunk = pending;
+      pending = [];
+      if (chunk.length === 0) return true;
+      const outcomes: Array<Outcome | undefined> =
+        chunk.length > 1 ? ((await applyChunk(chunk.map((c) => c.ready), deps)) ?? []) : [];
+      for (let i = 0; i < chunk.length; i++) {
+        const item = chunk[i] as { index: number; ready: Ready };
+        // A failed chunk (or a chunk of one): each record in its own transaction, retried, in order.
+        const outcome = outcomes[i] ?? (await finishRecord(item.ready, deps));
+        if (outcome === 'aborted') return false;
+        done(item.index);
+      }
+      await options.progress();
+      return true;
+    };
+
+    for (const index of indices) {
+      if (options.stopped()) break;
+      const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps);
+      if (prepared.kind === 'aborted') break;
+      if (options.maxTransactionRecords > 1 && chunkable(prepared, deps)) {
+        pending.push({ index, ready: prepared });
+        if (pending.length >= options.maxTransactionRecords && !(await flush())) return;
+        continue;
+      }
+      if (!(await flush())) return;
+      const outcome = await finishRecord(prepared, deps);
+      if (outcome === 'aborted') return;
+      done(index);
+      await options.progress();
+    }
+    if (!options.stopped()) await flush();
+  };
+
+  await Promise.all(lanes.filter((l) => l.length > 0).map(runLane));
+  return lastResolved;
+}
+
+/** FNV-1a over the key bytes: stable across processes, so a key's lane never depends on the instance. */
+export function laneOf(key: Buffer | string | null | undefined, lanes: number): number {
+  if (!key || lanes <= 1) return 0;
+  const bytes = typeof key === 'string' ? Buffer.from(key) : key;
+  let hash = 0x811c9dc5;
+  for (const byte of bytes) {
+    hash ^= byte;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % lanes;
+}

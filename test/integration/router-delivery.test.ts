@@ -1,0 +1,265 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AVRO_CONTENT_TYPE } from '../../src/codec';
+import { qualified } from '../../src/db';
+import { parkedTableName } from '../../src/provision/sql-files';
+import { replayDeadLetters, type Handlers, type RouterEventName } from '../../src/router';
+import { PROJECT_ROOT } from '../../src/stack/paths';
+import { collect } from '../support/consume';
+import { routerHarness } from '../support/router-scenario';
+import { randomName, testKafka } from '../support/stack-env';
+
+jest.setTimeout(180_000);
+
+/**
+ * Delivery guarantees of the router beyond the happy path: parked keys and replay, the block policy,
+ * lanes with two instances, topics created while running, handler timeouts, and a kill -9 of the
+ * router process in the middle of its work.
+ */
+describe('router delivery', () => {
+  const h = routerHarness('router_delivery');
+  const { scenario, produce, handlers, startRouter, until, effects } = h;
+  const parked = async (consumer: string) =>
+    (
+      await h.pool.query(`SELECT aggregate_id, event_id, error_code FROM ${qualified('public', parkedTableName('inbox'))} WHERE consumer = $1 ORDER BY seq`, [consumer])
+    ).rows as Array<{ aggregate_id: string; event_id: string; error_code: string }>;
+
+  it("parks a key after a dead letter so its later events follow; replay applies the fixed events once, in order, and releases the key", async () => {
+    const s = await scenario(1);
+    let broken = true;
+    const [poison, after1] = await produce(s, [
+      { key: 'k1', reason: 'poison' },
+      { key: 'k1', reason: 'after-1' },
+      { key: 'k2', reason: 'other-key' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (broken && reason === 'poison' ? new Error('poison is broken') : undefined)), { maxAttempts: 2 });
+    await until('k2 applied, k1 dead-lettered twice', () => router.stats(), (st) => st.applied === 1 && st.deadLettered === 2);
+    expect((await effects(s)).map((r) => r.reason)).toEqual(['other-key']);
+    const letters = await collect([s.dlq], (rs) => rs.length >= 2);
+    expect(letters.map((l) => [l.headers.id, l.headers['x-error-code']])).toEqual([
+      [poison?.id, 'HANDLER_FAILED'],
+      [after1?.id, 'KEY_PARKED'],
+    ]);
+    expect(String(letters[1]?.headers['x-error-message'])).toContain(String(poison?.id));
+    const consumer = `c-${s.run}`;
+    expect((await parked(consumer)).map((p) => [p.aggregate_id, p.event_id])).toEqual([
+      ['k1', poison?.id],
+      ['k1', after1?.id],
+    ]);
+
+    // still parked: a new event of k1 follows the others to the DLQ
+    const [after2] = await produce(s, [{ key: 'k1', reason: 'after-2' }]);
+    await until('after-2 dead-lettered', () => router.stats(), (st) => st.deadLettered === 3);
+
+    broken = false;
+    const kafka = testKafka();
+    const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
+    const dry = await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding, dryRun: true });
+    expect(dry.replayed.map((r) => r.id)).toEqual([poison?.id, after1?.id, after2?.id]);
+    expect(router.stats().applied).toBe(1); // a dry run publishes nothing
+    const report = await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding });
+    expect(report.replayed).toHaveLength(3);
+    await until('replayed events applied', () => router.stats(), (st) => st.applied === 4);
+    expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['poison', 'after-1', 'after-2']);
+    expect(await parked(consumer)).toEqual([]);
+
+    // released: k1 flows again
+    await produce(s, [{ key: 'k1', reason: 'after-3' }]);
+    await until('after-3 applied', () => router.stats(), (st) => st.applied === 5);
+    // nothing outstanding now; --all re-publishes every dead letter, and the inbox skips them all
+    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding })).replayed).toHaveLength(0);
+    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq })).replayed).toHaveLength(3);
+    await until('replays skipped as duplicates', () => router.stats(), (st) => st.duplicates === 3);
+    expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['poison', 'after-1', 'after-2', 'after-3']);
+    expect(router.stats().deadLettered).toBe(3);
+  });
+
+  it('a replayed event that is not its key’s earliest parked one goes back to the DLQ (order is never broken)', async () => {
+    const s = await scenario(1);
+    let broken = true;
+    const [first, second] = await produce(s, [
+      { key: 'k', reason: 'first' },
+      { key: 'k', reason: 'second' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (broken && reason === 'first' ? new Error('first is broken') : undefined)), { maxAttempts: 1 });
+    await until('both dead-lettered', () => router.stats(), (st) => st.deadLettered === 2);
+    broken = false;
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, ids: [second?.id as string] });
+    expect(report.replayed.map((r) => r.id)).toEqual([second?.id]);
+    await until('second dead-lettered again', () => router.stats(), (st) => st.deadLettered === 3);
+    expect(await effects(s)).toEqual([]);
+    expect((await parked(`c-${s.run}`)).map((p) => p.event_id)).toEqual([first?.id, second?.id]);
+  });
+
+  it("the 'block' policy holds the partition on a failing record: nothing dead-lettered, order intact", async () => {
+    const s = await scenario(1);
+    const events: RouterEventName[] = [];
+    await produce(s, [
+      { key: 'k1', reason: 'stuck' },
+      { key: 'k2', reason: 'next-1' },
+      { key: 'k1', reason: 'next-2' },
+    ]);
+    const router = await startRouter(
+      s,
+      handlers(s, (reason, call) => (reason === 'stuck' && call <= 5 ? new Error(`still failing (${call})`) : undefined)),
+      { maxAttempts: 2, policies: { order: 'block' }, onEvent: (name) => void events.push(name) },
+    );
+    await until('all applied', () => router.stats(), (st) => st.applied === 3);
+    // call 1 failed inside a three-record transaction, which split; calls 2–5 are the four retries
+    expect(router.stats()).toMatchObject({ deadLettered: 0, retries: 4 });
+    expect((await effects(s)).map((r) => r.reason)).toEqual(['stuck', 'next-1', 'next-2']);
+    expect(events.filter((e) => e === 'router.blocked')).toHaveLength(1);
+    expect(events.filter((e) => e === 'router.unblocked')).toHaveLength(1);
+  });
+
+  it('keeps per-aggregate order with two router instances in one group and four lanes, through retries and split transactions', async () => {
+    const s = await scenario(4);
+    const keys = Array.from({ length: 40 }, (_, i) => `agg-${i}`);
+    const shared = { consumer: `c-${s.run}`, groupId: `g-${s.run}`, lanes: 4, maxTransactionRecords: 20 };
+    // every 9th event fails on its first call: its chunk splits and it is retried alone
+    const fail = (reason: string, call: number) => (Number(reason) % 9 === 4 && call === 1 ? new Error('first call fails') : undefined);
+    const one = await startRouter(s, handlers(s, fail), shared);
+    const two = await startRouter(s, handlers(s, fail), shared);
+    await until('both joined', () => [one.health(), two.health()], (hs) => hs.every((x) => x.joined));
+    await produce(
+      s,
+      Array.from({ length: 25 }, (_, seq) => keys.map((key) => ({ key, reason: String(seq) }))).flat(),
+    );
+    await until('1000 applied', () => one.stats().applied + two.stats().applied, (n) => n === 1000);
+    const rows = await effects(s);
+    expect(rows).toHaveLength(1000);
+    expect(new Set(rows.map((r) => r.message_id)).size).toBe(1000);
+    for (const key of keys) {
+      expect(rows.filter((r) => r.aggregate_id === key).map((r) => Number(r.reason))).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    }
+    expect(one.stats().applied).toBeGreaterThan(0);
+    expect(two.stats().applied).toBeGreaterThan(0);
+    expect(one.stats().deadLettered + two.stats().deadLettered).toBe(0);
+  });
+
+  it('subscribes to a routed topic created while it runs, without a restart', async () => {
+    const s = await scenario(1);
+    const base: Handlers = handlers(s);
+    const paymentTopic = `${s.run}.outbox.event.payment`;
+    const applied: string[] = [];
+    const router = await startRouter(s, { ...base, payment: { OrderCancelled: async (event) => void applied.push(event.id) } }, { topicRefreshMs: 300 });
+    await produce(s, [{ key: 'o-1', reason: 'before' }]);
+    await until('order applied', () => router.stats(), (st) => st.applied === 1);
+    await h.admin.createTopics({ topics: [{ topic: paymentTopic, numPartitions: 1 }], waitForLeaders: true });
+    const value = await s.codec.encode('order', 'OrderCancelled', { orderId: 'p-1', reason: 'new topic', cancelledAt: new Date() }, AVRO_CONTENT_TYPE);
+    const id = '7b1f9d9e-3c1a-4b8e-9d2f-5a6c7e8f9a0b';
+    await h.producer.send({ topic: paymentTopic, acks: -1, messages: [{ key: 'p-1', value, headers: { id, eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE } }] });
+    await until('payment applied', () => applied, (a) => a.length === 1);
+    expect(applied).toEqual([id]);
+    expect(router.health().joined).toBe(true);
+  });
+
+  it('a handler over handlerTimeoutMs fails that attempt (its statement cancelled) and its retry applies once', async () => {
+    const s = await scenario(1);
+    let calls = 0;
+    const base = handlers(s);
+    const slow: Handlers = {
+      order: {
+        OrderCancelled: async (event, ctx) => {
+          calls++;
+          if (calls === 1) await ctx.tx.query('SELECT pg_sleep(5)');
+          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+        },
+      },
+    };
+    await produce(s, [{ key: 'k', reason: 'slow once' }]);
+    const started = Date.now();
+    const router = await startRouter(s, slow, { handlerTimeoutMs: 300 });
+    await until('applied', () => router.stats(), (st) => st.applied === 1);
+    expect(Date.now() - started).toBeLessThan(5_000); // not held for the whole pg_sleep
+    expect(router.stats()).toMatchObject({ retries: 1, deadLettered: 0 });
+    expect((await effects(s)).map((r) => r.reason)).toEqual(['slow once']);
+    // the timed-out connection was closed, so no session is left sleeping
+    const sleeping = await h.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'");
+    expect(sleeping.rows[0].n).toBe(0);
+  });
+
+  describe('the router process killed with SIGKILL mid-stream', () => {
+    let dir: string;
+    const children: ChildProcess[] = [];
+    beforeAll(() => {
+      dir = mkdtempSync(join(tmpdir(), 'router-kill-'));
+    });
+    afterAll(() => {
+      for (const c of children) c.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    function startCli(run: string, handlersFile: string): ChildProcess {
+      const { database } = h.config;
+      const child = spawn(
+        process.execPath,
+        [join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-format', 'json', '--log-level', 'warn', 'router', '--handlers', handlersFile, '--consumer', `c-${run}`, '--topics', `^${run}\\.outbox\\.event\\.`, '--metrics-port', '0', '--max-transaction-records', '20'],
+        {
+          env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '' },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
+      children.push(child);
+      return child;
+    }
+
+    it('applies every effect exactly once after a kill -9 and a restart, and stops cleanly on SIGTERM', async () => {
+      const s = await scenario(2);
+      const total = 3000;
+      const file = join(dir, `${s.run}.js`);
+      // A real handlers module, as an operator would write it: one row per event through ctx.tx.
+      writeFileSync(
+        file,
+        `module.exports = { order: { OrderCancelled: async (event, { tx }) => {
+          await tx.query('INSERT INTO effects (run, message_id, aggregate_id, reason) VALUES ($1, $2, $3, $4)', [${JSON.stringify(s.run)}, event.id, event.aggregateId, event.payload.reason]);
+          await tx.query('SELECT pg_sleep(0.0005)');
+        } } };\n`,
+      );
+      const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
+      for (let batch = 0; batch < total / 500; batch++) {
+        await produce(
+          s,
+          Array.from({ length: 500 }, (_, i) => ({ key: keys[(batch * 500 + i) % keys.length] as string, reason: String(batch * 500 + i) })),
+        );
+      }
+      const count = async () => Number((await h.pool.query('SELECT count(*) AS n FROM effects WHERE run = $1', [s.run])).rows[0].n);
+      const first = startCli(s.run, file);
+      await until('some applied', count, (n) => n >= 400, 90_000);
+      first.kill('SIGKILL');
+      await new Promise((r) => first.once('exit', r));
+      const atKill = await count();
+      expect(atKill).toBeLessThan(total); // killed in the middle, not after the end
+
+      const second = startCli(s.run, file);
+      let stderr = '';
+      second.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      await until('all applied', count, (n) => n >= total, 120_000);
+      const rows = await effects(s);
+      expect(rows).toHaveLength(total);
+      expect(new Set(rows.map((r) => r.message_id)).size).toBe(total);
+      for (const key of keys) {
+        const reasons = rows.filter((r) => r.aggregate_id === key).map((r) => Number(r.reason));
+        expect(reasons).toEqual([...reasons].sort((a, b) => a - b));
+      }
+      const exit = new Promise<number | null>((r) => second.once('exit', (code) => r(code)));
+      second.kill('SIGTERM');
+      expect(await exit).toBe(0);
+      expect(stderr).not.toMatch(/"level":(50|60)/);
+    });
+  });
+
+  it('rejects a bad handlers module and bad flags with a message naming the fix', async () => {
+    const run = randomName('bad');
+    const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), 'router', '--handlers', `/nonexistent/${run}.js`, '--lanes', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.once('exit', (code) => resolve({ code, stderr }));
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/--lanes must be at least 1, got 0/);
+  });
+});
