@@ -1,7 +1,92 @@
 import { Command } from 'commander';
-import { withConfigOption } from './config-option';
+import { OutboxError } from '../errors';
+import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
+import { configFrom, withConfigOption } from './config-option';
+import { action, loggerFor } from './run-command';
 
-/** `outbox status`: placeholder, replaced by the status implementation (src/status). */
+interface StatusFlags {
+  json: boolean;
+  group: string[];
+  lagWarn?: string;
+  timeout?: string;
+  watchdogUrl?: string;
+  topics?: string;
+  dlqTopics?: string;
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function wholeNumber(flag: string, value: string | undefined, min: number, example: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value.trim()) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
+    throw new OutboxError('CONFIG_INVALID', `${flag} expects a whole number ≥ ${min}, got ${JSON.stringify(value)}. Example: ${flag} ${example}`, {
+      details: { flag, value },
+    });
+  }
+  return Number(value);
+}
+
+function regex(flag: string, value: string | undefined): RegExp | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return new RegExp(value);
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `${flag} expects a regular expression, got ${JSON.stringify(value)} (${(error as Error).message}). Example: ${flag} '^outbox\\.event\\..+'`, {
+      details: { flag, value },
+    });
+  }
+}
+
+function httpUrl(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol)) {
+    throw new OutboxError('CONFIG_INVALID', `${flag} expects an http(s) URL, got ${JSON.stringify(value.replace(/\/\/[^/@\s]+@/, '//***@'))}. Example: ${flag} ${DEFAULT_WATCHDOG_URL}`, {
+      details: { flag },
+    });
+  }
+  return value;
+}
+
+/** `outbox status`: one screen for operators (src/status); exit code 0 OK, 1 WARNING, 2 CRITICAL. */
 export function statusCommand(): Command {
-  return withConfigOption(new Command('status').description('(not built yet)'));
+  return withConfigOption(
+    new Command('status').description(
+      'One screen for operators: local stack services, connector and task states, replication slots (active, wal_status, ' +
+        'retained WAL), consumer-group lag per topic, DLQ depth and the watchdog\'s alerts. Each part has its own time limit, ' +
+        'so an unreachable service is reported, not fatal. Exit code 0 OK, 1 WARNING, 2 CRITICAL (docs/status.md).',
+    ),
+  )
+    .option('--json', 'print JSON for scripts (every section has ok, and error when not ok)', false)
+    .option('--group <id>', `a consumer group to show even if it consumes no routed topic (repeatable; default ${DEFAULT_GROUP})`, collect, [])
+    .option('--lag-warn <records>', `warn when a group lags more records than this on a topic (default ${DEFAULT_LAG_WARN})`)
+    .option('--timeout <ms>', `time limit of each section (default ${DEFAULT_STATUS_TIMEOUT_MS})`)
+    .option('--watchdog-url <url>', `the watchdog's HTTP server; its /healthz is shown (default ${DEFAULT_WATCHDOG_URL})`)
+    .option('--topics <regex>', 'routed topics whose consumer groups are listed (default from connector.topicReplacement: ^outbox\\.event\\..+$)')
+    .option('--dlq-topics <regex>', 'dead-letter topics whose depth is shown (default ^outbox\\.dlq\\..+$)')
+    .action(
+      action(async (opts: StatusFlags, command: Command) => {
+        const options = {
+          lagWarn: wholeNumber('--lag-warn', opts.lagWarn, 0, '1000'),
+          timeoutMs: wholeNumber('--timeout', opts.timeout, 100, '5000'),
+          watchdogUrl: httpUrl('--watchdog-url', opts.watchdogUrl),
+          topics: regex('--topics', opts.topics),
+          dlqTopics: regex('--dlq-topics', opts.dlqTopics),
+          groups: opts.group,
+        };
+        const emptyGroup = opts.group.find((g) => !g.trim());
+        if (emptyGroup !== undefined) throw new OutboxError('CONFIG_INVALID', '--group expects a consumer group id, got an empty string. Example: --group outbox-router');
+        const config = configFrom(command);
+        const status = await collectStatus(config, { ...options, logger: loggerFor(command) });
+        process.stdout.write(opts.json ? `${JSON.stringify(status, null, 2)}\n` : renderStatus(status));
+        return status.verdict.exitCode;
+      }),
+    );
 }

@@ -1,0 +1,128 @@
+import type { OutboxConfig } from '../config';
+import { createKafka } from '../kafka';
+import type { Logger } from '../log';
+import { STACK_HOST, STACK_PORTS } from '../stack/settings';
+import { describeError, maskUrl, withTimeout } from './format';
+import { readConnector, readDlq, readGroups, readSlots, readStack, readWatchdog, sharedAdmin, watchdogBase } from './sections';
+import type { Section, StatusReport } from './types';
+import { computeVerdict } from './verdict';
+
+export const DEFAULT_STATUS_TIMEOUT_MS = 3_000;
+export const DEFAULT_LAG_WARN = 1_000;
+export const DEFAULT_GROUP = 'outbox-router';
+export const DEFAULT_WATCHDOG_URL = `http://${STACK_HOST}:${STACK_PORTS.watchdogMetrics}`;
+
+export interface StatusOptions {
+  /** Each section's own time limit (ms); default 3000. */
+  timeoutMs?: number;
+  /** A group's lag on one topic above this many records is a warning; default 1000. */
+  lagWarn?: number;
+  /** Consumer groups always shown; default ['outbox-router'] (the router's default group). */
+  groups?: readonly string[];
+  /** The watchdog's HTTP server (its /healthz is read); default http://127.0.0.1:9465. */
+  watchdogUrl?: string;
+  /** Routed topics whose consumer groups are listed; default from connector.topicReplacement (^outbox\.event\..+$). */
+  topics?: RegExp;
+  /** Dead-letter topics; default the routed pattern with outbox.event. → outbox.dlq. (^outbox\.dlq\..+$). */
+  dlqTopics?: RegExp;
+  logger?: Logger;
+}
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** `outbox.event.${routedByValue}` → /^outbox\.event\..+$/: the topics the connector routes to. */
+export function routedTopicPattern(config: Pick<OutboxConfig, 'connector'>): RegExp {
+  const [before, after] = config.connector.topicReplacement.split('${routedByValue}');
+  return new RegExp(`^${escapeRegExp(before ?? '')}.+${escapeRegExp(after ?? '')}$`);
+}
+
+/** The router's dead-letter naming (src/router/topics.ts): outbox.event.<type> → outbox.dlq.<type>, keeping any prefix. */
+export function dlqTopicPattern(config: Pick<OutboxConfig, 'connector'>): RegExp {
+  const replacement = config.connector.topicReplacement;
+  const at = replacement.lastIndexOf('outbox.event.');
+  if (at < 0 || !replacement.endsWith('${routedByValue}')) return /^outbox\.dlq\..+$/;
+  return new RegExp(`^${escapeRegExp(replacement.slice(0, at))}outbox\\.dlq\\..+$`);
+}
+
+async function section<T>(name: string, timeoutMs: number, hint: string, log: Logger | undefined, read: () => Promise<T>): Promise<Section<T>> {
+  const started = Date.now();
+  try {
+    const data = await withTimeout(timeoutMs, read, hint);
+    log?.debug({ section: name, ms: Date.now() - started }, `status: ${name} read`);
+    return { ...data, ok: true, ms: Date.now() - started };
+  } catch (error) {
+    log?.debug({ section: name, ms: Date.now() - started, err: error }, `status: ${name} unreadable`);
+    return { ok: false, ms: Date.now() - started, error: describeError(error, hint) };
+  }
+}
+
+/**
+ * Reads every section at once, each with its own time limit, so one unreachable system shows as
+ * `ok: false` with the reason instead of failing the whole report. Read-only everywhere.
+ */
+export async function collectStatus(config: OutboxConfig, options: StatusOptions = {}): Promise<StatusReport> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_STATUS_TIMEOUT_MS;
+  const lagWarn = options.lagWarn ?? DEFAULT_LAG_WARN;
+  const groupsGiven = options.groups !== undefined && options.groups.length > 0;
+  const groups = groupsGiven ? [...new Set(options.groups)] : [DEFAULT_GROUP];
+  const watchdogUrl = watchdogBase(options.watchdogUrl ?? DEFAULT_WATCHDOG_URL);
+  const topics = options.topics ?? routedTopicPattern(config);
+  const dlqTopics = options.dlqTopics ?? dlqTopicPattern(config);
+  const log = options.logger;
+
+  const kafkaHint = `Check that Kafka answers at ${config.kafka.brokers.join(',')} (KAFKA_BROKERS; \`npm run stack:up\` for the local stack).`;
+  const admin = sharedAdmin(() =>
+    createKafka(config, {
+      role: 'status',
+      overrides: { connectionTimeout: timeoutMs, requestTimeout: timeoutMs, retry: { retries: 1, initialRetryTime: 100, maxRetryTime: 1_000 } },
+    }),
+  );
+  const db = config.database;
+  try {
+    const [stack, connector, slots, consumerGroups, dlq, watchdog] = await Promise.all([
+      section('stack', timeoutMs, 'Run `outbox stack status` for details.', log, () => readStack(config)),
+      section(
+        'connector',
+        timeoutMs,
+        `Check that Kafka Connect answers at ${maskUrl(config.connect.url)} (OUTBOX_CONNECT_URL; \`npm run stack:up\` for the local stack).`,
+        log,
+        () => readConnector(config, timeoutMs),
+      ),
+      section(
+        'slots',
+        timeoutMs,
+        `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`,
+        log,
+        () => readSlots(config, timeoutMs),
+      ),
+      section('consumerGroups', timeoutMs, kafkaHint, log, async () => readGroups(await admin.get(), groups, topics)),
+      section('dlq', timeoutMs, kafkaHint, log, async () => readDlq(await admin.get(), dlqTopics)),
+      section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
+    ]);
+    const options_ = { timeoutMs, lagWarn, groups, groupsGiven };
+    const sections = { stack, connector, slots, consumerGroups, dlq, watchdog };
+    if (connector.ok) connector.url = maskUrl(connector.url);
+    // The deployed connector's own slot.name wins over the configured one (as in connector:status).
+    if (connector.ok && slots.ok && connector.slotName && connector.slotName !== slots.slotName) {
+      const slotName = connector.slotName;
+      slots.slotName = slotName;
+      for (const row of slots.slots) row.configured = row.name === slotName;
+      slots.slots.sort((a, b) => Number(b.configured) - Number(a.configured));
+      slots.found = slots.slots.some((row) => row.configured);
+    }
+    return {
+      generatedAt: new Date().toISOString(),
+      verdict: computeVerdict({ ...sections, options: options_ }),
+      targets: {
+        database: `${db.user}@${db.host}:${db.port}/${db.database}`,
+        kafka: [...config.kafka.brokers],
+        connect: maskUrl(config.connect.url),
+        watchdog: maskUrl(watchdogUrl),
+      },
+      options: options_,
+      ...sections,
+    };
+  } finally {
+    await admin.close();
+  }
+}

@@ -1,0 +1,15 @@
+export {
+  collectStatus,
+  dlqTopicPattern,
+  routedTopicPattern,
+  DEFAULT_GROUP,
+  DEFAULT_LAG_WARN,
+  DEFAULT_STATUS_TIMEOUT_MS,
+  DEFAULT_WATCHDOG_URL,
+  type StatusOptions,
+} from './collect';
+export { renderStatus, type RenderOptions } from './render';
+export { computeVerdict, type VerdictInput } from './verdict';
+export { formatBytes } from './format';
+export { firingAlerts, targetsLocalStack, topicLag, SLOT_SQL } from './sections';
+export * from './types';

@@ -1,0 +1,334 @@
+import axios from 'axios';
+import type { Admin, Kafka } from 'kafkajs';
+import type { OutboxConfig } from '../config';
+import { createConnectClient } from '../connector';
+import { traceHead } from '../connector/wait';
+import { clientConfig, withClient } from '../db';
+import { createStack } from '../stack';
+import { STACK_PORTS } from '../stack/settings';
+import { maskUrl } from './format';
+import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, TopicLag, WatchdogData } from './types';
+
+/** Each section reads one system, read-only, and either returns its data or throws (collect.ts turns that into `ok: false`). */
+
+const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+
+function pointsAt(host: string, port: number, expected: number): boolean {
+  return LOCAL_HOSTS.has(host.toLowerCase()) && port === expected;
+}
+
+/** True if any configured address is one of the native stack's ports on this machine. */
+export function targetsLocalStack(config: OutboxConfig): boolean {
+  const db = pointsAt(config.database.host, config.database.port, STACK_PORTS.postgres);
+  const kafka = config.kafka.brokers.some((b) => {
+    const at = b.lastIndexOf(':');
+    return at > 0 && pointsAt(b.slice(0, at), Number(b.slice(at + 1)), STACK_PORTS.kafka);
+  });
+  let connect = false;
+  try {
+    const url = new URL(config.connect.url);
+    connect = pointsAt(url.hostname, Number(url.port), STACK_PORTS.connect);
+  } catch {
+    // an unparseable URL is not the local stack
+  }
+  return db || kafka || connect;
+}
+
+// ---------------------------------------------------------------- stack
+
+export async function readStack(config: OutboxConfig): Promise<StackData> {
+  if (!targetsLocalStack(config)) {
+    return { local: false, note: 'not the local stack: the configuration points at other hosts', services: [] };
+  }
+  const statuses = await createStack().status();
+  if (!statuses.some((s) => s.running)) {
+    return {
+      local: false,
+      note: 'not the local stack: nothing started by `outbox stack up` runs on this machine (docker compose or another host?)',
+      services: [],
+    };
+  }
+  return {
+    local: true,
+    note: null,
+    services: statuses.map((s) => ({
+      name: s.name,
+      running: s.running,
+      ready: s.ready,
+      pid: s.pid ?? null,
+      ports: [...s.ports],
+      rssBytes: s.rssBytes,
+      detail: s.detail,
+    })),
+  };
+}
+
+// ---------------------------------------------------------------- connector
+
+export async function readConnector(config: OutboxConfig, timeoutMs: number): Promise<ConnectorData> {
+  // One attempt, bounded by the section timeout: status must answer fast rather than retry a rebalance.
+  const client = createConnectClient({ ...config.connect, requestTimeoutMs: timeoutMs }, { retry: { attempts: 1 } });
+  const name = config.connector.name;
+  // GET /connectors also proves a Connect worker answers: anything else's 404 must not read as "not deployed".
+  const [info, stored, listed] = await Promise.all([client.status(name), client.getConfig(name), client.list()]);
+  const firstLine = (state: string, trace: string | undefined) => (state === 'FAILED' ? (traceHead(trace, 1) ?? null) : null);
+  return {
+    name,
+    url: config.connect.url,
+    deployed: info !== undefined || stored !== undefined || listed.includes(name),
+    state: info?.connector.state ?? null,
+    worker: info?.connector.worker_id ?? null,
+    trace: info ? firstLine(info.connector.state, info.connector.trace) : null,
+    tasks: (info?.tasks ?? [])
+      .map((t) => ({ id: t.id, state: t.state, worker: t.worker_id, trace: firstLine(t.state, t.trace) }))
+      .sort((a, b) => a.id - b.id),
+    slotName: stored?.['slot.name'] ?? null,
+  };
+}
+
+// ---------------------------------------------------------------- slots
+
+/**
+ * Every logical slot (and the configured one, whatever its type). PostgreSQL 13+: wal_status and
+ * safe_wal_size exist since 13. On a standby the replay position stands in for the current WAL end.
+ */
+export const SLOT_SQL = `
+WITH cur AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn)
+SELECT s.slot_name, s.plugin, s.database, s.active, s.active_pid, s.wal_status,
+       pg_wal_lsn_diff(cur.lsn, s.restart_lsn)::bigint::text AS retained,
+       pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn)::bigint::text AS unconfirmed,
+       s.safe_wal_size::text AS safe_wal_size
+  FROM pg_replication_slots s CROSS JOIN cur
+ WHERE s.slot_type = 'logical' OR s.slot_name = $1
+ ORDER BY s.slot_name <> $1, s.slot_name`;
+
+const num = (v: string | null): number | null => (v === null ? null : Number(v));
+
+export async function readSlots(config: OutboxConfig, timeoutMs: number): Promise<SlotsData> {
+  const slotName = config.connector.slotName;
+  const settings = clientConfig(config.database, {
+    application_name: 'outbox-router status',
+    connectionTimeoutMillis: timeoutMs,
+    statement_timeout: timeoutMs,
+  });
+  const rows = await withClient(settings, async (client) => {
+    const result = await client.query<{
+      slot_name: string;
+      plugin: string | null;
+      database: string | null;
+      active: boolean;
+      active_pid: number | null;
+      wal_status: string | null;
+      retained: string | null;
+      unconfirmed: string | null;
+      safe_wal_size: string | null;
+    }>(SLOT_SQL, [slotName]);
+    return result.rows;
+  });
+  const slots: SlotRow[] = rows.map((r) => ({
+    name: r.slot_name,
+    configured: r.slot_name === slotName,
+    plugin: r.plugin,
+    database: r.database,
+    active: r.active,
+    activePid: r.active_pid,
+    walStatus: r.wal_status,
+    retainedBytes: num(r.retained),
+    confirmedLagBytes: num(r.unconfirmed),
+    safeWalSizeBytes: num(r.safe_wal_size),
+  }));
+  return { slotName, found: slots.some((s) => s.configured), slots };
+}
+
+// ---------------------------------------------------------------- Kafka
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/**
+ * One admin connection shared by the Kafka sections; built and connected on first use (a bad TLS file then
+ * fails those sections only), closed by the caller.
+ */
+export function sharedAdmin(kafka: () => Kafka): { get(): Promise<Admin>; close(): Promise<void> } {
+  let connecting: Promise<Admin> | undefined;
+  let connected: Admin | undefined;
+  return {
+    get() {
+      connecting ??= (async () => {
+        const admin = kafka().admin();
+        await admin.connect();
+        connected = admin;
+        return admin;
+      })();
+      return connecting;
+    },
+    async close() {
+      if (connected) {
+        await connected.disconnect().catch(() => {});
+      } else if (connecting) {
+        // Still connecting after its sections timed out: disconnect when (if) it gets there, without waiting.
+        connecting.then((admin) => admin.disconnect()).catch(() => {});
+      }
+    },
+  };
+}
+
+type Watermarks = Map<number, { low: number; high: number }>;
+
+async function watermarks(admin: Admin, topic: string): Promise<Watermarks> {
+  const offsets = await admin.fetchTopicOffsets(topic);
+  return new Map(offsets.map((o) => [o.partition, { low: Number(o.low), high: Number(o.high) }]));
+}
+
+/** Lag of one topic: partitions without a commit (or committed below the low watermark) count from the low watermark. */
+export function topicLag(topic: string, committed: ReadonlyMap<number, number>, marks: Watermarks): TopicLag {
+  const partitions = [...marks.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([partition, { low, high }]) => {
+      const c = committed.get(partition);
+      const from = c === undefined || c < 0 ? low : Math.max(c, low);
+      return { partition, committed: c === undefined || c < 0 ? null : c, low, high, lag: Math.max(0, high - from) };
+    });
+  return { topic, lag: partitions.reduce((sum, p) => sum + p.lag, 0), partitions };
+}
+
+export async function readGroups(admin: Admin, requested: readonly string[], topicPattern: RegExp): Promise<GroupsData> {
+  const { groups: listed } = await admin.listGroups();
+  // protocolType '' is a group with committed offsets only (e.g. reset by kafka-consumer-groups): listed too.
+  const discovered = listed
+    .filter((g) => (g.protocolType === 'consumer' || g.protocolType === '') && !requested.includes(g.groupId))
+    .map((g) => g.groupId);
+  const candidates = [...requested, ...discovered];
+  const committed = await mapLimit(candidates, 8, async (groupId) => ({ groupId, topics: await admin.fetchOffsets({ groupId }) }));
+
+  const kept = committed
+    .map(({ groupId, topics }) => {
+      const isRequested = requested.includes(groupId);
+      const relevant = topics.filter((t) => isRequested || topicPattern.test(t.topic));
+      return { groupId, requested: isRequested, topics: relevant };
+    })
+    .filter((g) => g.requested || g.topics.length > 0);
+  if (kept.length === 0) return { topicPattern: topicPattern.source, groups: [] };
+
+  const described = await admin.describeGroups(kept.map((g) => g.groupId));
+  const byId = new Map(described.groups.map((d) => [d.groupId, d]));
+  const topicNames = [...new Set(kept.flatMap((g) => g.topics.map((t) => t.topic)))];
+  const marks = new Map<string, Watermarks | undefined>();
+  await mapLimit(topicNames, 8, async (topic) => {
+    // A topic deleted since the group committed to it has no watermarks any more: left out.
+    marks.set(topic, await watermarks(admin, topic).catch(() => undefined));
+  });
+
+  const groups: GroupInfo[] = kept.map((g) => {
+    const d = byId.get(g.groupId);
+    const topics = g.topics
+      .flatMap((t) => {
+        const m = marks.get(t.topic);
+        if (!m) return [];
+        return [topicLag(t.topic, new Map(t.partitions.map((p) => [p.partition, Number(p.offset)])), m)];
+      })
+      .sort((a, b) => a.topic.localeCompare(b.topic));
+    return {
+      groupId: g.groupId,
+      requested: g.requested,
+      state: d?.state ?? 'Unknown',
+      members: d?.members.length ?? 0,
+      clients: (d?.members ?? []).map((m) => `${m.clientId}@${m.clientHost.replace(/^\//, '')}`).sort(),
+      totalLag: topics.reduce((sum, t) => sum + t.lag, 0),
+      topics,
+    };
+  });
+  groups.sort((a, b) => Number(b.requested) - Number(a.requested) || a.groupId.localeCompare(b.groupId));
+  return { topicPattern: topicPattern.source, groups };
+}
+
+export async function readDlq(admin: Admin, dlqPattern: RegExp): Promise<DlqData> {
+  const topics = (await admin.listTopics()).filter((t) => dlqPattern.test(t)).sort();
+  const rows = await mapLimit(topics, 8, async (topic) => {
+    const m = await watermarks(admin, topic);
+    const depth = [...m.values()].reduce((sum, { low, high }) => sum + Math.max(0, high - low), 0);
+    return { topic, partitions: m.size, depth };
+  });
+  return { topicPattern: dlqPattern.source, total: rows.reduce((sum, r) => sum + r.depth, 0), topics: rows };
+}
+
+// ---------------------------------------------------------------- watchdog
+
+const MAX_BODY_CHARS = 4_000;
+
+/** Names of alerts in state "firing", whatever shape the body has: {a: 'firing'}, [{name, state: 'firing'}], {firing: [...]}. */
+export function firingAlerts(body: unknown): string[] {
+  const out = new Set<string>();
+  const nameOf = (node: Record<string, unknown>): string | undefined => {
+    for (const key of ['name', 'alert', 'alertname', 'id']) if (typeof node[key] === 'string') return node[key] as string;
+    return undefined;
+  };
+  const visit = (node: unknown, key: string | undefined, depth: number): void => {
+    if (depth > 8 || node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item, key, depth + 1);
+      return;
+    }
+    const record = node as Record<string, unknown>;
+    for (const [k, v] of Object.entries(record)) {
+      const isStateKey = ['state', 'status', 'alertstate'].includes(k.toLowerCase());
+      if (typeof v === 'string' && v.toLowerCase() === 'firing') {
+        const name = isStateKey ? (nameOf(record) ?? key) : k;
+        if (name) out.add(name);
+      } else if (k.toLowerCase() === 'firing' && v === true) {
+        const name = nameOf(record) ?? key;
+        if (name) out.add(name);
+      } else if (k.toLowerCase() === 'firing' && Array.isArray(v)) {
+        for (const item of v) {
+          const name = typeof item === 'string' ? item : item && typeof item === 'object' ? nameOf(item as Record<string, unknown>) : undefined;
+          if (name) out.add(name);
+        }
+      } else {
+        visit(v, k, depth + 1);
+      }
+    }
+  };
+  visit(body, undefined, 0);
+  return [...out].sort();
+}
+
+/** Base URL of the watchdog: a trailing /metrics or /healthz is dropped, so either may be passed. */
+export function watchdogBase(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/(metrics|healthz)$/, '');
+}
+
+export async function readWatchdog(url: string, timeoutMs: number): Promise<WatchdogData> {
+  const base = watchdogBase(url);
+  try {
+    const response = await axios.get<string>(`${base}/healthz`, {
+      timeout: timeoutMs,
+      validateStatus: () => true,
+      responseType: 'text',
+      transformResponse: (data: unknown) => data,
+      maxContentLength: 1024 * 1024,
+    });
+    const text = typeof response.data === 'string' ? response.data : String(response.data ?? '');
+    let health: unknown;
+    try {
+      health = JSON.parse(text);
+    } catch {
+      health = text.length > MAX_BODY_CHARS ? `${text.slice(0, MAX_BODY_CHARS)}…` : text;
+    }
+    return { url: maskUrl(base), running: true, httpStatus: response.status, health, firing: firingAlerts(health) };
+  } catch (error) {
+    const code = (error as { code?: string })?.code;
+    if (code === 'ECONNREFUSED') return { url: maskUrl(base), running: false, httpStatus: null, health: null, firing: [] };
+    throw error;
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * The JSON of `outbox status --json`: plain data only (numbers, strings, booleans, arrays), so
+ * `JSON.parse(JSON.stringify(status))` deep-equals it. Secrets never appear: targets are named by
+ * user@host:port, and credentials in URLs are masked.
+ */
+
+export type Level = 'OK' | 'WARNING' | 'CRITICAL';
+
+/** A section either holds its data (`ok: true`) or says why it could not be read and how to fix it. */
+export type Section<T> = (T & { ok: true; ms: number }) | { ok: false; ms: number; error: string };
+
+export interface Verdict {
+  level: Level;
+  /** 0 OK, 1 WARNING, 2 CRITICAL. */
+  exitCode: 0 | 1 | 2;
+  reasons: Array<{ level: Exclude<Level, 'OK'>; message: string }>;
+}
+
+export interface StackServiceInfo {
+  name: string;
+  running: boolean;
+  ready: boolean;
+  pid: number | null;
+  ports: number[];
+  rssBytes: number;
+  detail: string;
+}
+
+export interface StackData {
+  /** True when the configuration points at the native stack (`outbox stack up`) and it runs on this machine. */
+  local: boolean;
+  /** Why it is not the local stack, when `local` is false. */
+  note: string | null;
+  services: StackServiceInfo[];
+}
+
+export interface TaskInfo {
+  id: number;
+  state: string;
+  worker: string;
+  /** First line of the trace of a FAILED task. */
+  trace: string | null;
+}
+
+export interface ConnectorData {
+  name: string;
+  url: string;
+  deployed: boolean;
+  state: string | null;
+  worker: string | null;
+  trace: string | null;
+  tasks: TaskInfo[];
+  /** slot.name of the deployed connector's stored config (null when not deployed). */
+  slotName: string | null;
+}
+
+export interface SlotRow {
+  name: string;
+  /** The slot of config.connector.slotName; other logical slots are listed too (they retain WAL as well). */
+  configured: boolean;
+  plugin: string | null;
+  database: string | null;
+  active: boolean;
+  activePid: number | null;
+  /** reserved | extended | unreserved | lost (PostgreSQL 13+). */
+  walStatus: string | null;
+  /** WAL kept for the slot: current LSN − restart_lsn. */
+  retainedBytes: number | null;
+  /** Not yet confirmed by the consumer: current LSN − confirmed_flush_lsn. */
+  confirmedLagBytes: number | null;
+  /** Bytes that can still be written before the slot is in danger of losing WAL; null when unlimited. */
+  safeWalSizeBytes: number | null;
+}
+
+export interface SlotsData {
+  /** The deployed connector's slot.name, else config.connector.slotName. */
+  slotName: string;
+  /** Whether that slot exists (it is then the first row). */
+  found: boolean;
+  slots: SlotRow[];
+}
+
+export interface PartitionLag {
+  partition: number;
+  /** null: the group has committed nothing for this partition. */
+  committed: number | null;
+  low: number;
+  high: number;
+  lag: number;
+}
+
+export interface TopicLag {
+  topic: string;
+  /** Sum over partitions of high watermark − max(committed, low watermark). */
+  lag: number;
+  partitions: PartitionLag[];
+}
+
+export interface GroupInfo {
+  groupId: string;
+  /** Named by --group (or the default `outbox-router`), rather than found by its topics. */
+  requested: boolean;
+  /** Stable | Empty | PreparingRebalance | CompletingRebalance | Dead (no such group) … */
+  state: string;
+  members: number;
+  /** clientId@host of each member. */
+  clients: string[];
+  totalLag: number;
+  topics: TopicLag[];
+}
+
+export interface GroupsData {
+  /** The routed-topic pattern used to find groups (from connector.topicReplacement). */
+  topicPattern: string;
+  groups: GroupInfo[];
+}
+
+export interface DlqTopic {
+  topic: string;
+  partitions: number;
+  /** Records retained: high − low watermark summed over partitions. */
+  depth: number;
+}
+
+export interface DlqData {
+  topicPattern: string;
+  total: number;
+  topics: DlqTopic[];
+}
+
+export interface WatchdogData {
+  url: string;
+  running: boolean;
+  /** HTTP status of GET /healthz, when it answered. */
+  httpStatus: number | null;
+  /** Its /healthz body: parsed JSON, or the text (shortened). */
+  health: unknown;
+  /** Names of alerts the body reports in state "firing" (found generically, whatever the shape). */
+  firing: string[];
+}
+
+export interface StatusReport {
+  generatedAt: string;
+  verdict: Verdict;
+  targets: { database: string; kafka: string[]; connect: string; watchdog: string };
+  options: {
+    timeoutMs: number;
+    lagWarn: number;
+    groups: string[];
+    /** Whether --group named the groups (a missing named group is a warning) or the default was used. */
+    groupsGiven: boolean;
+  };
+  stack: Section<StackData>;
+  connector: Section<ConnectorData>;
+  slots: Section<SlotsData>;
+  consumerGroups: Section<GroupsData>;
+  dlq: Section<DlqData>;
+  watchdog: Section<WatchdogData>;
+}
+
+export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'watchdog';
+export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'watchdog'];

@@ -1,0 +1,232 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Partitioners, type Admin } from 'kafkajs';
+import { loadConfig, type OutboxConfig } from '../../src/config';
+import { POSTGRES } from '../../src/stack/settings';
+import { collectStatus, renderStatus, type StatusReport } from '../../src/status';
+import { randomIdentifier, randomName, testKafka, withClient } from '../support/stack-env';
+
+/**
+ * `outbox status` against the real stack: a DLQ topic with a known number of records, a routed topic
+ * with a group that committed part of it, an inactive logical slot of our own, and an unreachable
+ * Connect URL. Names are random, so other suites running at the same time do not disturb the numbers.
+ */
+
+const ROOT = join(__dirname, '..', '..');
+const MAIN = join(ROOT, 'dist', 'cli', 'main.js');
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 16 * 2 ** 20 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Builds dist/ if it is older than the status sources; others' transient type errors do not stop tsc emitting. */
+async function ensureBuilt(): Promise<void> {
+  const sources = ['src/cli/status-command.ts', 'src/status/collect.ts', 'src/status/sections.ts', 'src/status/render.ts', 'src/status/verdict.ts'];
+  const built = join(ROOT, 'dist', 'status', 'collect.js');
+  const newest = Math.max(...sources.map((s) => statSync(join(ROOT, s)).mtimeMs));
+  if (existsSync(built) && existsSync(MAIN) && statSync(built).mtimeMs >= newest) return;
+  await run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], process.env, 240_000);
+  if (!existsSync(built) || !readFileSync(join(ROOT, 'dist', 'cli', 'status-command.js'), 'utf8').includes('collectStatus')) {
+    throw new Error('`npm run -s build` did not produce dist/status and dist/cli/status-command.js');
+  }
+}
+
+describe('outbox status (real stack)', () => {
+  const id = randomName('status');
+  const dlqTopic = `outbox.dlq.${id}`;
+  const routedTopic = `outbox.event.${id}`;
+  const groupId = randomName('status-group');
+  const missingGroup = randomName('status-missing');
+  const slotName = randomIdentifier('status_slot');
+  const DLQ_RECORDS = 5;
+  let admin: Admin;
+  let config: OutboxConfig;
+  let slotCreated = false;
+
+  beforeAll(async () => {
+    const kafka = testKafka();
+    admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        { topic: dlqTopic, numPartitions: 2 },
+        { topic: routedTopic, numPartitions: 2 },
+      ],
+    });
+    const producer = kafka.producer({ allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    try {
+      await producer.send({
+        topic: dlqTopic,
+        messages: Array.from({ length: DLQ_RECORDS }, (_, i) => ({ key: `k${i}`, value: `dead ${i}`, partition: i % 2 })),
+      });
+      // 6 records on partition 0, 4 on partition 1.
+      await producer.send({
+        topic: routedTopic,
+        messages: Array.from({ length: 10 }, (_, i) => ({ key: `k${i}`, value: `event ${i}`, partition: i < 6 ? 0 : 1 })),
+      });
+    } finally {
+      await producer.disconnect();
+    }
+    // The group consumed 2 records of partition 0 and committed; nothing of partition 1: lag (6 − 2) + (4 − 0) = 8.
+    await admin.setOffsets({ groupId, topic: routedTopic, partitions: [{ partition: 0, offset: '2' }] });
+
+    await withClient(POSTGRES.database, (c) => c.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slotName]));
+    slotCreated = true;
+
+    config = loadConfig({
+      env: {},
+      overrides: { connector: { name: randomName('status-conn'), slotName: randomIdentifier('status_cfg') } },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    if (slotCreated) {
+      await withClient(POSTGRES.database, (c) => c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slotName]));
+    }
+    await admin?.deleteGroups([groupId]).catch(() => {});
+    await admin?.deleteTopics({ topics: [dlqTopic, routedTopic] }).catch(() => {});
+    await admin?.disconnect();
+  });
+
+  let status: StatusReport;
+
+  it('reports the exact DLQ depth, the group lag per topic and our inactive slot', async () => {
+    status = await collectStatus(config, { timeoutMs: 15_000, groups: [missingGroup] });
+
+    if (!status.dlq.ok) throw new Error(`dlq section failed: ${status.dlq.error}`);
+    expect(status.dlq.topics.find((t) => t.topic === dlqTopic)).toEqual({ topic: dlqTopic, partitions: 2, depth: DLQ_RECORDS });
+    expect(status.dlq.total).toBeGreaterThanOrEqual(DLQ_RECORDS);
+
+    if (!status.consumerGroups.ok) throw new Error(`groups section failed: ${status.consumerGroups.error}`);
+    const group = status.consumerGroups.groups.find((g) => g.groupId === groupId);
+    expect(group).toMatchObject({ requested: false, state: 'Empty', members: 0, totalLag: 8 });
+    expect(group?.topics).toEqual([
+      {
+        topic: routedTopic,
+        lag: 8,
+        partitions: [
+          { partition: 0, committed: 2, low: 0, high: 6, lag: 4 },
+          { partition: 1, committed: null, low: 0, high: 4, lag: 4 },
+        ],
+      },
+    ]);
+    expect(status.consumerGroups.groups.find((g) => g.groupId === missingGroup)).toMatchObject({ requested: true, state: 'Dead', topics: [], totalLag: 0 });
+
+    if (!status.slots.ok) throw new Error(`slots section failed: ${status.slots.error}`);
+    const slot = status.slots.slots.find((s) => s.name === slotName);
+    expect(slot).toMatchObject({ configured: false, active: false, activePid: null, plugin: 'pgoutput', database: POSTGRES.database, walStatus: 'reserved' });
+    expect(slot?.retainedBytes).toBeGreaterThanOrEqual(0);
+    expect(slot?.confirmedLagBytes).toBeGreaterThanOrEqual(0);
+    expect(status.slots).toMatchObject({ slotName: config.connector.slotName, found: false });
+
+    // Connect answers; the random connector is not deployed: that, and the missing slot, are critical.
+    expect(status.connector).toMatchObject({ ok: true, deployed: false, name: config.connector.name, tasks: [] });
+    expect(status.stack.ok).toBe(true);
+    expect(status.watchdog.ok).toBe(true);
+    expect(status.verdict).toMatchObject({ level: 'CRITICAL', exitCode: 2 });
+    const reasons = status.verdict.reasons.map((r) => r.message);
+    expect(reasons).toEqual(
+      expect.arrayContaining([
+        `connector ${config.connector.name} is not deployed`,
+        `replication slot ${config.connector.slotName} does not exist`,
+        `DLQ ${dlqTopic} holds ${DLQ_RECORDS} records`,
+        `other logical slot ${slotName} is inactive and retains WAL (drop it if nothing uses it)`,
+        `consumer group ${missingGroup} does not exist (no members, no committed offsets)`,
+      ]),
+    );
+    expect(JSON.parse(JSON.stringify(status))).toEqual(status);
+  });
+
+  it('applies --lag-warn to the group lag', async () => {
+    const strict = await collectStatus(config, { timeoutMs: 15_000, lagWarn: 7, groups: [groupId] });
+    expect(strict.verdict.reasons.map((r) => r.message)).toContain(`consumer group ${groupId} lags 8 records on ${routedTopic} (over --lag-warn 7)`);
+    const lenient = await collectStatus(config, { timeoutMs: 15_000, lagWarn: 8, groups: [groupId] });
+    expect(lenient.verdict.reasons.map((r) => r.message).filter((m) => m.includes(groupId))).toEqual([]);
+    if (!lenient.consumerGroups.ok) throw new Error(lenient.consumerGroups.error);
+    expect(lenient.consumerGroups.groups[0]).toMatchObject({ groupId, requested: true, totalLag: 8 });
+  });
+
+  it('an unreachable Connect URL fails only the connector section, and the screen still renders', async () => {
+    const offline = loadConfig({ env: {}, overrides: { connector: config.connector, connect: { url: 'http://127.0.0.1:1' } } });
+    const started = Date.now();
+    const s = await collectStatus(offline, { timeoutMs: 5_000 });
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(s.connector.ok).toBe(false);
+    if (s.connector.ok) return;
+    expect(s.connector.error).toContain('http://127.0.0.1:1');
+    expect(s.connector.error).toMatch(/OUTBOX_CONNECT_URL|stack:up/);
+    expect([s.stack.ok, s.slots.ok, s.consumerGroups.ok, s.dlq.ok, s.watchdog.ok]).toEqual([true, true, true, true, true]);
+    expect(s.verdict.reasons.map((r) => r.message)).toContain(`connector: could not be checked (${s.connector.error.split('. ')[0]})`);
+
+    const screen = renderStatus(s, { color: false });
+    expect(screen).toContain(`Connector\n  unreachable: ${s.connector.error}`);
+    expect(screen).toMatch(new RegExp(`│ ${dlqTopic.replace(/\./g, '\\.')} +│ 2 +│ ${DLQ_RECORDS} +│`));
+    expect(screen).toContain(`${slotName} (other)`);
+  });
+
+  it('shows the /healthz body of a running watchdog and the alerts it reports firing', async () => {
+    // A stand-in for the watchdog (src/watchdog is built separately): a plain HTTP server on a free port.
+    const body = { status: 'degraded', alerts: [{ name: 'SlotInactive', state: 'firing' }, { name: 'SlotLagHigh', state: 'inactive' }] };
+    const server = createServer((req, res) => {
+      res.writeHead(req.url === '/healthz' ? 503 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(req.url === '/healthz' ? body : {}));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const s = await collectStatus(config, { timeoutMs: 15_000, watchdogUrl: `http://127.0.0.1:${port}/metrics` });
+      expect(s.watchdog).toMatchObject({ ok: true, running: true, httpStatus: 503, health: body, firing: ['SlotInactive'], url: `http://127.0.0.1:${port}` });
+      expect(s.verdict.reasons.map((r) => r.message)).toContain('watchdog: 1 alert(s) firing: SlotInactive');
+      expect(renderStatus(s, { color: false })).toContain(`Watchdog at http://127.0.0.1:${port}: /healthz HTTP 503, firing: SlotInactive`);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('`node dist/cli/main.js status --json` prints parseable JSON with every section and exits with the verdict', async () => {
+    await ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'status-cli-'));
+    try {
+      const file = join(dir, 'outbox.yaml');
+      // Connect without authentication ignores the credentials; they must still never be printed.
+      const secret = `s3cret-${id}`;
+      writeFileSync(
+        file,
+        `connector:\n  name: ${config.connector.name}\n  slotName: ${config.connector.slotName}\nconnect:\n  username: status\n  password: ${secret}\n`,
+      );
+      const env = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'silent' };
+      const args = [MAIN, 'status', '--json', '--config', file, '--timeout', '15000', '--dlq-topics', `^${dlqTopic.replace(/\./g, '\\.')}$`, '--group', groupId, '--watchdog-url', `http://wd:${secret}@127.0.0.1:1/metrics`];
+      const { code, stdout, stderr } = await run(process.execPath, args, env);
+      const parsed = JSON.parse(stdout) as StatusReport;
+      for (const name of ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'watchdog'] as const) {
+        expect(typeof parsed[name].ok).toBe('boolean');
+      }
+      expect(parsed.dlq).toMatchObject({ ok: true, total: DLQ_RECORDS, topics: [{ topic: dlqTopic, partitions: 2, depth: DLQ_RECORDS }] });
+      expect(parsed.connector).toMatchObject({ ok: true, deployed: false });
+      expect(parsed.verdict.level).toBe('CRITICAL');
+      expect(code).toBe(2);
+      expect(stdout).not.toContain(secret);
+      expect(parsed.targets.watchdog).toBe('http://***@127.0.0.1:1');
+      expect(parsed.watchdog).toMatchObject({ ok: true, running: false, firing: [] });
+      expect(stderr).toBe('');
+
+      const bad = await run(process.execPath, [MAIN, 'status', '--lag-warn', 'lots'], env);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain('--lag-warn expects a whole number ≥ 0, got "lots"');
+      expect(bad.stdout).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
