@@ -1,8 +1,137 @@
 import { z } from 'zod';
 import type { EnvSetting } from './env-setting';
 
-/** Settings of the watchdog (src/watchdog). Part of the root schema as `watchdog`. */
-export const watchdogSchema = z.object({}).strict();
+/**
+ * Settings of the watchdog (src/watchdog). Part of the root schema as `watchdog`. Defaults follow the
+ * research in notes/slotlag.md §5.2; every number is configurable. Durations are milliseconds, sizes
+ * bytes. docs/watchdog.md lists every setting with its default.
+ */
+
+const ms = (what: string) => z.number({ error: `${what}: a number of milliseconds` }).int(`${what}: a whole number of milliseconds`).nonnegative(`${what}: 0 or more milliseconds`);
+const bytes = (what: string) => z.number({ error: `${what}: a number of bytes` }).int(`${what}: a whole number of bytes`).positive(`${what}: more than 0 bytes`);
+const url = z.url({ error: 'an http(s) URL such as http://127.0.0.1:9093' }).refine((u) => /^https?:\/\//i.test(u), 'must start with http:// or https://');
+
+/** A pair of thresholds; warning must be reached before critical (checked below). */
+const thresholds = (value: (what: string) => z.ZodNumber, name: string, warning: number, critical: number) =>
+  z.object({ warning: value(`${name}.warning`).default(warning), critical: value(`${name}.critical`).default(critical) }).strict().prefault({});
+const percent = (what: string) => z.number({ error: `${what}: a percentage` }).positive(`${what}: more than 0`).max(100, `${what}: at most 100`);
+
+export const watchdogRulesSchema = z
+  .object({
+    /** retained WAL (pg_wal_lsn_diff(current, restart_lsn)) — absolute fallback when max_slot_wal_keep_size = -1. */
+    retainedBytes: thresholds(bytes, 'retainedBytes', 5 * 1024 ** 3, 20 * 1024 ** 3),
+    /** retained WAL as a share of max_slot_wal_keep_size, when that is set (≥ 0). */
+    retainedPercentOfKeepSize: thresholds(percent, 'retainedPercentOfKeepSize', 25, 50),
+    retainedForMs: ms('retainedForMs').default(10 * 60_000),
+    /** time until safe_wal_size is used up at the slot's current retention growth. */
+    invalidationEtaMs: thresholds(ms, 'invalidationEtaMs', 6 * 3600_000, 3600_000),
+    invalidationForMs: ms('invalidationForMs').default(5 * 60_000),
+    /** time until the slot's retained WAL reaches `walDiskBudgetBytes`. */
+    diskFullEtaMs: thresholds(ms, 'diskFullEtaMs', 24 * 3600_000, 4 * 3600_000),
+    diskFullForMs: ms('diskFullForMs').default(10 * 60_000),
+    /** how long a slot has had no consumer. */
+    inactiveMs: thresholds(ms, 'inactiveMs', 10 * 60_000, 60 * 60_000),
+    inactiveForMs: ms('inactiveForMs').default(0),
+    /** how long an active slot's confirmed_flush_lsn has not moved while WAL was written. */
+    stalledMs: thresholds(ms, 'stalledMs', 15 * 60_000, 60 * 60_000),
+    /** WAL written since confirmed_flush_lsn last moved before a standing flush counts as stalled (one segment). */
+    stalledMinWalBytes: bytes('stalledMinWalBytes').default(16 * 1024 * 1024),
+    stalledForMs: ms('stalledForMs').default(0),
+    /** consecutive failed polls before the watchdog's own "cannot reach the database" alert fires. */
+    unreachableAfterFailures: z.number().int().positive().default(1),
+  })
+  .strict()
+  .refine((r) => r.retainedBytes.warning <= r.retainedBytes.critical, { message: 'retainedBytes.warning must not exceed retainedBytes.critical', path: ['retainedBytes'] })
+  .refine((r) => r.retainedPercentOfKeepSize.warning <= r.retainedPercentOfKeepSize.critical, { message: 'retainedPercentOfKeepSize.warning must not exceed .critical', path: ['retainedPercentOfKeepSize'] })
+  .refine((r) => r.inactiveMs.warning <= r.inactiveMs.critical, { message: 'inactiveMs.warning must not exceed inactiveMs.critical', path: ['inactiveMs'] })
+  .refine((r) => r.stalledMs.warning <= r.stalledMs.critical, { message: 'stalledMs.warning must not exceed stalledMs.critical', path: ['stalledMs'] })
+  .refine((r) => r.invalidationEtaMs.warning >= r.invalidationEtaMs.critical, { message: 'invalidationEtaMs.warning must be at least invalidationEtaMs.critical (a time left: warning comes first)', path: ['invalidationEtaMs'] })
+  .refine((r) => r.diskFullEtaMs.warning >= r.diskFullEtaMs.critical, { message: 'diskFullEtaMs.warning must be at least diskFullEtaMs.critical (a time left: warning comes first)', path: ['diskFullEtaMs'] });
+
+export const watchdogDeliverySchema = z
+  .object({
+    requestTimeoutMs: z.number().int().positive().default(10_000),
+    /** attempts per notification, the first included, before it is given up (logged and counted). */
+    maxAttempts: z.number().int().positive().default(12),
+    initialDelayMs: z.number().int().positive().default(1_000),
+    maxDelayMs: z.number().int().positive().default(5 * 60_000),
+    /** give a notification up once it has been retried for this long. */
+    ceilingMs: z.number().int().positive().default(60 * 60_000),
+    /** upper bound for a receiver's Retry-After. */
+    maxRetryAfterMs: z.number().int().positive().default(10 * 60_000),
+    /** notifications waiting per receiver; beyond it the oldest is given up (logged and counted). */
+    maxQueue: z.number().int().positive().default(1_000),
+  })
+  .strict();
+
+export const watchdogSchema = z
+  .object({
+    /** Poll every this many ms (notes/slotlag.md §6: 15–30 s). */
+    intervalMs: z.number().int().min(50, 'intervalMs: at least 50 ms').default(15_000),
+    /** Name of the cluster in alerts and the dedup key; default `<host>:<port>` of the database. */
+    cluster: z.string().min(1).max(200).optional(),
+    /** Only these slots (default: every slot). A listed slot that does not exist fires SlotMissing. */
+    slots: z.array(z.string().min(1)).default([]),
+    /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
+    user: z.string().min(1).optional(),
+    password: z.string().min(1).optional(),
+    statementTimeoutMs: z.number().int().positive().default(5_000),
+    connectTimeoutMs: z.number().int().positive().default(5_000),
+    /** Size of the disk (or share of it) WAL may use; enables SlotDiskFullPredicted. 0 = not set. */
+    walDiskBudgetBytes: z.number().int().nonnegative().default(0),
+    /** Window over which WAL and retention growth rates are measured. */
+    rateWindowMs: z.number().int().positive().default(5 * 60_000),
+    /** Hysteresis: a firing alert needs its condition gone this long before it de-escalates or resolves (keep_firing_for). */
+    clearForMs: ms('clearForMs').default(10 * 60_000),
+    /** Bytes thresholds clear below this share of the raise threshold (0.9 = 90 %). */
+    clearRatioBytes: z.number().positive().max(1).default(0.9),
+    /** Time-left thresholds clear above this multiple of the raise threshold (1.2 = 120 %). */
+    clearRatioTime: z.number().min(1).default(1.2),
+    /** Send a firing alert again while it keeps firing. 0 = never. */
+    repeatIntervalMs: ms('repeatIntervalMs').default(4 * 3600_000),
+    /** Generic JSON webhook (docs/watchdog.md); signed per Standard Webhooks when webhookSecret is set. */
+    webhookUrl: url.optional(),
+    /** Standard Webhooks secret: `whsec_` + base64 of 24–64 random bytes. */
+    webhookSecret: z
+      .string()
+      .refine((s) => {
+        if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(s)) return false;
+        const n = Buffer.from(s.slice(6), 'base64').length;
+        return n >= 24 && n <= 64;
+      }, 'must be whsec_ followed by the base64 of 24–64 random bytes (Standard Webhooks); generate one with: echo "whsec_$(openssl rand -base64 32)"')
+      .optional(),
+    /** Slack incoming-webhook URL. It embeds a token, hence the name: it is never printed. */
+    slackWebhookSecretUrl: url.optional(),
+    /** Alertmanager base URL; alerts go to `POST <url>/api/v2/alerts`. */
+    alertmanagerUrl: url.optional(),
+    /** Firing alerts are re-posted to Alertmanager this often, so its resolve_timeout never ends them. */
+    alertmanagerResendMs: z.number().int().positive().default(60_000),
+    /** Link put into alerts (generatorURL, Slack). */
+    runbookUrl: url.default('https://github.com/outbox-router/outbox-router/blob/main/docs/watchdog.md#troubleshooting'),
+    delivery: watchdogDeliverySchema.prefault({}),
+    rules: watchdogRulesSchema.prefault({}),
+  })
+  .strict();
 
 /** Environment variables that feed `watchdog.*` settings (merged into ENV_SETTINGS). */
-export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [];
+export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
+  { env: 'OUTBOX_WATCHDOG_INTERVAL_MS', path: ['watchdog', 'intervalMs'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_CLUSTER', path: ['watchdog', 'cluster'] },
+  { env: 'OUTBOX_WATCHDOG_SLOTS', path: ['watchdog', 'slots'], type: 'list' },
+  { env: 'OUTBOX_WATCHDOG_USER', path: ['watchdog', 'user'] },
+  { env: 'OUTBOX_WATCHDOG_PASSWORD', path: ['watchdog', 'password'] },
+  { env: 'OUTBOX_WATCHDOG_STATEMENT_TIMEOUT_MS', path: ['watchdog', 'statementTimeoutMs'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_WAL_DISK_BUDGET_BYTES', path: ['watchdog', 'walDiskBudgetBytes'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_CLEAR_FOR_MS', path: ['watchdog', 'clearForMs'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_REPEAT_INTERVAL_MS', path: ['watchdog', 'repeatIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_WEBHOOK_URL', path: ['watchdog', 'webhookUrl'] },
+  { env: 'OUTBOX_WATCHDOG_WEBHOOK_SECRET', path: ['watchdog', 'webhookSecret'] },
+  { env: 'OUTBOX_WATCHDOG_SLACK_WEBHOOK_SECRET_URL', path: ['watchdog', 'slackWebhookSecretUrl'] },
+  { env: 'OUTBOX_WATCHDOG_ALERTMANAGER_URL', path: ['watchdog', 'alertmanagerUrl'] },
+  { env: 'OUTBOX_WATCHDOG_RETAINED_WARNING_BYTES', path: ['watchdog', 'rules', 'retainedBytes', 'warning'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_RETAINED_CRITICAL_BYTES', path: ['watchdog', 'rules', 'retainedBytes', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_INACTIVE_WARNING_MS', path: ['watchdog', 'rules', 'inactiveMs', 'warning'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_INACTIVE_CRITICAL_MS', path: ['watchdog', 'rules', 'inactiveMs', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_STALLED_WARNING_MS', path: ['watchdog', 'rules', 'stalledMs', 'warning'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_STALLED_CRITICAL_MS', path: ['watchdog', 'rules', 'stalledMs', 'critical'], type: 'number' },
+];

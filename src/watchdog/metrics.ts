@@ -1,0 +1,93 @@
+/**
+ * Prometheus metrics of the watchdog. Where postgres_exporter (v0.20, collector replication_slots)
+ * has the same quantity, the name is the same (`pg_replication_slots_*`, `pg_settings_*`), so
+ * dashboards and rules carry over; the rest is `outbox_watchdog_*`. Labels: `cluster`, `slot_name`,
+ * `slot_type`, `database`. Series of a slot that disappears are removed.
+ */
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { LEVEL_RANK } from './alert-state';
+import type { AlertStatusRow } from './alert-engine';
+import type { ServerSettings } from './slot-query';
+import type { SlotStatus, TrackedSample } from './slot-tracker';
+
+export interface WatchdogMetrics {
+  registry: Registry;
+  recordPoll(ok: boolean, durationMs: number, sample?: TrackedSample, settings?: ServerSettings | null): void;
+  recordAlerts(rows: AlertStatusRow[]): void;
+  recordDelivery(receiver: string, outcome: 'delivered' | 'retry' | 'failed' | 'dropped'): void;
+  setQueue(pending: Record<string, number>): void;
+}
+
+const SLOT_LABELS = ['cluster', 'slot_name', 'slot_type', 'database'] as const;
+
+export function createWatchdogMetrics(cluster: string, registry: Registry = new Registry()): WatchdogMetrics {
+  collectDefaultMetrics({ register: registry, prefix: 'outbox_watchdog_' });
+  const registers = [registry];
+  const g = (name: string, help: string, labelNames: readonly string[] = SLOT_LABELS) => new Gauge({ name, help, labelNames: [...labelNames], registers });
+  const slotGauges: Array<[Gauge, (s: SlotStatus) => number | null]> = [
+    [g('pg_replication_slots_active', 'Whether the slot is being streamed (1) or not (0).'), (s) => (s.active ? 1 : 0)],
+    [g('pg_replication_slots_pg_wal_lsn_diff', 'WAL retained by the slot: current LSN − restart_lsn, bytes (postgres_exporter name).'), (s) => s.retainedBytes],
+    [g('pg_replication_slots_safe_wal_size_bytes', 'Bytes that can still be written before the slot is lost (PG13+; absent when unlimited).'), (s) => s.safeWalSize],
+    [g('outbox_watchdog_slot_confirmed_flush_lag_bytes', 'current LSN − confirmed_flush_lsn: WAL the consumer has not confirmed, bytes.'), (s) => s.flushLagBytes],
+    [g('outbox_watchdog_slot_inactive_seconds', 'How long the slot has had no consumer (0 while active).'), (s) => (s.inactiveMs ?? 0) / 1000],
+    [g('outbox_watchdog_slot_confirmed_flush_stalled_seconds', 'How long an active slot’s confirmed_flush_lsn has not moved while WAL was written (0 when moving).'), (s) => s.stalledMs / 1000],
+    [g('outbox_watchdog_slot_retained_growth_bytes_per_second', 'Growth of retained WAL over the rate window.'), (s) => s.retainedGrowthBytesPerSecond],
+    [g('outbox_watchdog_slot_eta_invalidation_seconds', 'Projected time until the slot is invalidated (safe_wal_size ÷ growth); absent when never.'), (s) => (s.etaInvalidationMs === null ? null : s.etaInvalidationMs / 1000)],
+    [g('outbox_watchdog_slot_eta_disk_budget_seconds', 'Projected time until retained WAL reaches watchdog.walDiskBudgetBytes; absent when never.'), (s) => (s.etaDiskBudgetMs === null ? null : s.etaDiskBudgetMs / 1000)],
+    [g('outbox_watchdog_slot_xmin_age', 'age(xmin) of the slot, transactions.'), (s) => s.xminAge],
+    [g('outbox_watchdog_slot_catalog_xmin_age', 'age(catalog_xmin) of the slot, transactions.'), (s) => s.catalogXminAge],
+  ];
+  const walStatus = g('pg_replication_slots_wal_status', 'wal_status of the slot as a label, value 1 (PG13+).', [...SLOT_LABELS, 'wal_status']);
+  const walRate = g('outbox_watchdog_wal_rate_bytes_per_second', 'WAL written per second, over the rate window.', ['cluster']);
+  const keepSize = g('pg_settings_max_slot_wal_keep_size_bytes', 'max_slot_wal_keep_size in bytes (-1: unlimited).', ['cluster']);
+  const pollUp = g('outbox_watchdog_poll_success', 'Whether the last poll succeeded (1) or failed (0).', ['cluster']);
+  const pollDuration = g('outbox_watchdog_poll_duration_seconds', 'Client-side duration of the last poll (round trip included).', ['cluster']);
+  const lastSuccess = g('outbox_watchdog_last_success_timestamp_seconds', 'When the last successful poll ended (unix time).', ['cluster']);
+  const polls = new Counter({ name: 'outbox_watchdog_polls_total', help: 'Polls by outcome (ok, failed).', labelNames: ['cluster', 'outcome'], registers });
+  const alertState = g('outbox_watchdog_alert_state', 'State of each non-OK alert: 1 warning, 2 critical (series removed when OK).', ['cluster', 'slot_name', 'rule']);
+  const deliveries = new Counter({ name: 'outbox_watchdog_deliveries_total', help: 'Notification deliveries by receiver and outcome (delivered, retry, failed, dropped).', labelNames: ['receiver', 'outcome'], registers });
+  const queue = g('outbox_watchdog_delivery_queue', 'Notifications waiting per receiver.', ['receiver']);
+
+  let known = new Map<string, Record<string, string>>();
+
+  return {
+    registry,
+    recordPoll(ok, durationMs, sample, settings) {
+      polls.inc({ cluster, outcome: ok ? 'ok' : 'failed' });
+      pollUp.set({ cluster }, ok ? 1 : 0);
+      pollDuration.set({ cluster }, durationMs / 1000);
+      if (!ok || !sample) return;
+      lastSuccess.set({ cluster }, Date.now() / 1000);
+      if (sample.walRateBytesPerSecond !== null) walRate.set({ cluster }, sample.walRateBytesPerSecond);
+      if (settings?.maxSlotWalKeepBytes !== null && settings?.maxSlotWalKeepBytes !== undefined) keepSize.set({ cluster }, settings.maxSlotWalKeepBytes);
+      const now = new Map<string, Record<string, string>>();
+      for (const s of sample.slots) {
+        const labels = { cluster, slot_name: s.slotName, slot_type: s.slotType, database: s.database ?? '' };
+        now.set(s.slotName, labels);
+        for (const [gauge, value] of slotGauges) {
+          const v = value(s);
+          if (v === null || Number.isNaN(v)) gauge.remove(labels);
+          else gauge.set(labels, v);
+        }
+        for (const status of ['reserved', 'extended', 'unreserved', 'lost']) walStatus.remove({ ...labels, wal_status: status });
+        if (s.walStatus) walStatus.set({ ...labels, wal_status: s.walStatus }, 1);
+      }
+      for (const [name, labels] of known) {
+        if (now.has(name)) continue;
+        for (const [gauge] of slotGauges) gauge.remove(labels);
+        for (const status of ['reserved', 'extended', 'unreserved', 'lost']) walStatus.remove({ ...labels, wal_status: status });
+      }
+      known = now;
+    },
+    recordAlerts(rows) {
+      alertState.reset();
+      for (const row of rows) if (row.level !== 'ok') alertState.set({ cluster, slot_name: row.slot ?? '', rule: row.rule }, LEVEL_RANK[row.level]);
+    },
+    recordDelivery(receiver, outcome) {
+      deliveries.inc({ receiver, outcome });
+    },
+    setQueue(pending) {
+      for (const [receiver, n] of Object.entries(pending)) queue.set({ receiver }, n);
+    },
+  };
+}
