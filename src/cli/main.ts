@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
+import { demoCommand } from './demo-command';
 import { dlqCommands } from './dlq-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
+  program.addCommand(demoCommand());
   program.addCommand(benchCommand());
   return program;
 }

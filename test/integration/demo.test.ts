@@ -1,0 +1,43 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../src/stack/paths';
+import type { DemoSummary } from '../../src/demo/run-demo';
+
+jest.setTimeout(300_000);
+
+function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** `npm run demo` as a user runs it (smaller), on the local stack's `app` database and default connector. */
+describe('outbox demo', () => {
+  it('handles every committed event exactly once and delivers no rolled-back one', async () => {
+    const { code, stdout, stderr } = await runCli(['--log-format', 'json', 'demo', '--events', '400', '--rate', '150', '--keep', '--json']);
+    if (code !== 0) process.stderr.write(stderr.slice(-4000));
+    const summary = JSON.parse(stdout) as DemoSummary;
+    expect(code).toBe(0);
+    expect(summary.ok).toBe(true);
+    expect(summary.committed + summary.rolledBack).toBe(400);
+    expect(summary.rolledBack).toBe(40);
+    expect(summary.handled).toBe(summary.committed);
+    expect(summary.handledTwice).toBe(0);
+    expect(summary.rolledBackSeen).toBe(0);
+    expect(summary.slot.active).toBe(true);
+    expect(summary.commitToHandledMs.p50).toBeGreaterThanOrEqual(0);
+    // progress was shown while it ran (log lines when not on a terminal)
+    expect(stderr).toMatch(/"phase":"write"/);
+  });
+
+  it('names a bad flag and its fix', async () => {
+    const { code, stderr } = await runCli(['demo', '--events', '-5']);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/--events must be a number above 0/);
+  });
+});
