@@ -1,6 +1,9 @@
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { Agent as HttpsAgent } from 'node:https';
 import axios, { type AxiosInstance } from 'axios';
 import type { Type } from 'avsc';
+import { readPemFile } from '../config';
+import { scrubHttpError } from '../connector/connect-client';
 import { OutboxError } from '../errors';
 import { retry } from '../retry';
 import { avroTypeOptions, parseAvroType } from './logical-types';
@@ -11,6 +14,31 @@ export interface RegistrySettings {
   url: string;
   username?: string;
   password?: string;
+  /** PEM CA bundle for an https registry signed by a private CA. */
+  caFile?: string;
+  /** false accepts any certificate: throw-away test setups only. */
+  rejectUnauthorized?: boolean;
+}
+
+/**
+ * Basic auth (settings first, else user:password from the URL, which is then stripped) and, for
+ * https with a CA file or rejectUnauthorized=false, the agent both HTTP clients use. Exported so tests
+ * can check what reaches the clients without a network.
+ */
+export function registryTransport(settings: RegistrySettings): { url: string; auth?: { username: string; password: string }; agent?: HttpsAgent } {
+  const fromUrl = splitCredentials(settings.url);
+  const username = settings.username ?? fromUrl.username;
+  const password = settings.password ?? fromUrl.password;
+  const auth = username !== undefined ? { username, password: password ?? '' } : undefined;
+  const agent =
+    fromUrl.url.startsWith('https:') && (settings.caFile !== undefined || settings.rejectUnauthorized === false)
+      ? new HttpsAgent({
+          ...(settings.caFile ? { ca: readPemFile(settings.caFile, 'registry.caFile (OUTBOX_REGISTRY_CA_FILE)') } : {}),
+          rejectUnauthorized: settings.rejectUnauthorized ?? true,
+          keepAlive: true,
+        })
+      : undefined;
+  return { url: fromUrl.url, auth, agent };
 }
 
 export interface RegistryConnectionOptions {
@@ -51,17 +79,14 @@ const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
  * "status 400". Branching on the registry's `error_code` keeps "not registered" apart from "misconfigured".
  */
 export function createRegistryConnection(settings: RegistrySettings, options: RegistryConnectionOptions = {}): RegistryConnection {
-  const fromUrl = splitCredentials(settings.url);
-  const url = fromUrl.url;
-  const username = settings.username ?? fromUrl.username;
-  const password = settings.password ?? fromUrl.password;
-  const auth = username !== undefined ? { username, password: password ?? '' } : undefined;
+  const { url, auth, agent } = registryTransport(settings);
   const timeoutMs = options.timeoutMs ?? 10_000;
   const retries = options.retries ?? 2;
 
   const http: AxiosInstance = axios.create({
     baseURL: url,
     auth,
+    ...(agent ? { httpsAgent: agent } : {}),
     timeout: timeoutMs,
     headers: { 'Content-Type': CONTENT_TYPE, Accept: `${CONTENT_TYPE}, application/json` },
     validateStatus: () => true,
@@ -70,6 +95,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
     {
       host: url,
       auth,
+      ...(agent ? { agent } : {}),
       // No `retry` option: the client Object.assign()s it into its module-wide defaults, which would
       // change every other client in the process. Its GET retries only cover GET /config here anyway.
       middlewares: [() => ({ prepareRequest: (next) => next().then((req) => req.enhance({ timeout: timeoutMs })) })],
@@ -85,7 +111,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
         response = await http.request({ method, url: path, data: body === undefined ? undefined : JSON.stringify(body) });
       } catch (error) {
         const code = (error as { code?: string }).code;
-        throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, error);
+        throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, scrubHttpError(error));
       }
       if (response.status >= 500 || response.status === 401 || response.status === 403) {
         throw fromRegistryStatus(url, what, request, response.status, response.data);

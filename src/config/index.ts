@@ -1,2 +1,2 @@
-export { loadConfig, redactConfig, ENV_SETTINGS, type LoadConfigOptions } from './load';
+export { loadConfig, redactConfig, readPemFile, ENV_SETTINGS, type LoadConfigOptions } from './load';
 export { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';

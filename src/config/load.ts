@@ -28,12 +28,25 @@ export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_MONITOR_ROLE', path: ['roles', 'monitor'] },
   { env: 'OUTBOX_MONITOR_PASSWORD', path: ['roles', 'monitorPassword'] },
   { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], type: 'list' },
+  { env: 'OUTBOX_KAFKA_SSL', path: ['kafka', 'ssl', 'enabled'], type: 'boolean' },
+  { env: 'OUTBOX_KAFKA_SSL_CA_FILE', path: ['kafka', 'ssl', 'caFile'] },
+  { env: 'OUTBOX_KAFKA_SSL_CERT_FILE', path: ['kafka', 'ssl', 'certFile'] },
+  { env: 'OUTBOX_KAFKA_SSL_KEY_FILE', path: ['kafka', 'ssl', 'keyFile'] },
+  { env: 'OUTBOX_KAFKA_SSL_KEY_PASSWORD', path: ['kafka', 'ssl', 'keyPassword'] },
+  { env: 'OUTBOX_KAFKA_SSL_REJECT_UNAUTHORIZED', path: ['kafka', 'ssl', 'rejectUnauthorized'], type: 'boolean' },
+  { env: 'OUTBOX_KAFKA_SASL_MECHANISM', path: ['kafka', 'sasl', 'mechanism'] },
+  { env: 'OUTBOX_KAFKA_SASL_USERNAME', path: ['kafka', 'sasl', 'username'] },
+  { env: 'OUTBOX_KAFKA_SASL_PASSWORD', path: ['kafka', 'sasl', 'password'] },
   { env: 'OUTBOX_REGISTRY_URL', path: ['registry', 'url'] },
   { env: 'OUTBOX_REGISTRY_USERNAME', path: ['registry', 'username'] },
   { env: 'OUTBOX_REGISTRY_PASSWORD', path: ['registry', 'password'] },
+  { env: 'OUTBOX_REGISTRY_CA_FILE', path: ['registry', 'caFile'] },
+  { env: 'OUTBOX_REGISTRY_REJECT_UNAUTHORIZED', path: ['registry', 'rejectUnauthorized'], type: 'boolean' },
   { env: 'OUTBOX_CONNECT_URL', path: ['connect', 'url'] },
   { env: 'OUTBOX_CONNECT_USERNAME', path: ['connect', 'username'] },
   { env: 'OUTBOX_CONNECT_PASSWORD', path: ['connect', 'password'] },
+  { env: 'OUTBOX_CONNECT_CA_FILE', path: ['connect', 'caFile'] },
+  { env: 'OUTBOX_CONNECT_REJECT_UNAUTHORIZED', path: ['connect', 'rejectUnauthorized'], type: 'boolean' },
   { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
   { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
   ...WATCHDOG_ENV_SETTINGS,
@@ -41,6 +54,11 @@ export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
 ];
 
 const SECRET_KEY = /password|secret|token/i;
+
+/** `scheme://user:password@host` → `scheme://[redacted]@host`: an invalid URL is echoed, its credentials never. */
+function withoutUserinfo(text: string): string {
+  return text.replace(/(\/\/)[^/@\s"]*@/g, '$1[redacted]@');
+}
 
 export interface LoadConfigOptions {
   /** Settings from code or CLI flags: they win over everything else. */
@@ -154,7 +172,7 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
       const value = issue.path.reduce<unknown>((node, key) => (node as Tree | undefined)?.[key as string], tree);
       // Unknown keys: the issue sits on the enclosing section, whose value may hold secrets; name the keys only.
       const shown =
-        issue.code === 'unrecognized_keys' || SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${JSON.stringify(redactConfig(value))}`;
+        issue.code === 'unrecognized_keys' || SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${withoutUserinfo(JSON.stringify(redactConfig(value)))}`;
       return `  - ${path || '(top level)'}${where}: ${issue.message}${shown}`;
     });
     throw new OutboxError('CONFIG_INVALID', `Invalid configuration; nothing was changed:\n${lines.join('\n')}`, {
@@ -164,8 +182,9 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
   return deepFreeze(parsed.data);
 }
 
-/** A copy safe to print or log: every password/secret/token value replaced. */
+/** A copy safe to print or log: every password/secret/token value replaced, and credentials inside URLs. */
 export function redactConfig<T>(value: T): T {
+  if (typeof value === 'string') return withoutUserinfo(value) as T;
   if (Array.isArray(value)) return value.map(redactConfig) as T;
   if (value && typeof value === 'object') {
     return Object.fromEntries(
@@ -173,4 +192,19 @@ export function redactConfig<T>(value: T): T {
     ) as T;
   }
   return value;
+}
+
+/**
+ * A PEM file a setting names (CA bundle, certificate, key), read when a client is built; a missing
+ * or unreadable file is CONFIG_INVALID naming the setting and the path, never the content.
+ */
+export function readPemFile(path: string, setting: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `Cannot read ${setting} ${path}: ${(error as Error).message}. Point ${setting} at a readable PEM file.`, {
+      cause: error,
+      details: { setting, path },
+    });
+  }
 }

@@ -62,20 +62,81 @@ export const rolesSchema = z
   })
   .strict();
 
+/** A file path read when a client is built (not at load time), so a missing file names itself there. */
+const filePath = z.string().min(1);
+
+/**
+ * TLS to the brokers. On when `enabled` or any file is set. `rejectUnauthorized: false` accepts any
+ * certificate: for a throw-away test cluster only.
+ */
+export const kafkaSslSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    /** PEM CA bundle that signed the brokers' certificates (else Node's default CAs). */
+    caFile: filePath.optional(),
+    /** PEM client certificate and key, for mutual TLS. */
+    certFile: filePath.optional(),
+    keyFile: filePath.optional(),
+    /** Passphrase of an encrypted keyFile. */
+    keyPassword: secret,
+    rejectUnauthorized: z.boolean().default(true),
+  })
+  .strict()
+  .refine((s) => Boolean(s.certFile) === Boolean(s.keyFile), { message: 'certFile and keyFile go together (mutual TLS needs both)', path: ['keyFile'] });
+
+export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+
+/** SASL authentication to the brokers; set mechanism, username and password together. */
+export const kafkaSaslSchema = z
+  .object({
+    mechanism: z.enum(SASL_MECHANISMS).optional(),
+    username: z.string().min(1).optional(),
+    password: secret,
+  })
+  .strict()
+  .refine((s) => (s.mechanism === undefined) === (s.username === undefined) && (s.mechanism === undefined) === (s.password === undefined), {
+    message: `mechanism (${SASL_MECHANISMS.join(', ')}), username and password are set together, or not at all`,
+  });
+
 export const kafkaSchema = z
   .object({
     brokers: z.array(z.string().min(1)).min(1).default([...stackUrls.kafkaBrokers]),
     clientId: z.string().min(1).default('outbox-router'),
+    ssl: kafkaSslSchema.prefault({}),
+    sasl: kafkaSaslSchema.prefault({}),
   })
   .strict();
+
+/**
+ * `https://user:pass@host` works, but the credentials then travel with the URL into messages,
+ * `--json` output and logs: move them to username/password, which are redacted everywhere.
+ */
+export function withoutUrlCredentials<T extends { url: string; username?: string | undefined; password?: string | undefined }>(settings: T): T {
+  let parsed: URL;
+  try {
+    parsed = new URL(settings.url);
+  } catch {
+    return settings;
+  }
+  if (!parsed.username && !parsed.password) return settings;
+  const username = settings.username ?? (decodeURIComponent(parsed.username) || undefined);
+  const password = settings.password ?? (decodeURIComponent(parsed.password) || undefined);
+  parsed.username = '';
+  parsed.password = '';
+  return { ...settings, url: parsed.toString().replace(/\/+$/, ''), username, password };
+}
 
 export const registrySchema = z
   .object({
     url: z.string().url().default(stackUrls.registry),
     username: z.string().min(1).optional(),
     password: secret,
+    /** PEM CA bundle for an https registry signed by a private CA. */
+    caFile: filePath.optional(),
+    rejectUnauthorized: z.boolean().default(true),
   })
-  .strict();
+  .strict()
+  .transform(withoutUrlCredentials);
 
 export const connectSchema = z
   .object({
@@ -83,8 +144,12 @@ export const connectSchema = z
     username: z.string().min(1).optional(),
     password: secret,
     requestTimeoutMs: z.number().int().positive().default(30_000),
+    /** PEM CA bundle for an https Connect REST endpoint signed by a private CA. */
+    caFile: filePath.optional(),
+    rejectUnauthorized: z.boolean().default(true),
   })
-  .strict();
+  .strict()
+  .transform(withoutUrlCredentials);
 
 export const connectorSchema = z
   .object({

@@ -96,6 +96,35 @@ function invalid(message: string): OutboxError {
   return new OutboxError('CONFIG_INVALID', `${message} Nothing was deployed.`);
 }
 
+/** What pgoutput's publication_names accepts unquoted, and what survives Debezium's '%s' literal: lower-case plain identifiers. */
+const PLAIN_PUBLICATION = /^[a-z_][a-z0-9_]*$/;
+
+/**
+ * Names db:provision escapes everywhere but Debezium 3.6 does not: it passes publication.name raw as
+ * pgoutput's `publication_names` option (a comma-separated identifier list: unquoted names fold to
+ * lower case, a space or quote is a syntax error, "invalid publication_names syntax", retried until the
+ * task fails) and formats it into `SELECT puballtables FROM pg_publication WHERE pubname = '%s'`; and a
+ * single quote or backslash in the connecting user's name breaks its validation query ("syntax error").
+ * Seen on the local stack (test/integration/security-identifiers.test.ts); refused here, before a
+ * connector is deployed that could never stream.
+ */
+export function debeziumNameProblems(config: OutboxConfig): string[] {
+  const problems: string[] = [];
+  const { publication } = config.outbox;
+  if (!PLAIN_PUBLICATION.test(publication)) {
+    problems.push(
+      `outbox.publication (${JSON.stringify(publication)}) cannot be streamed by Debezium, which passes it unquoted to pgoutput (publication_names folds case and splits on commas) ` +
+        'and into a SQL string literal: use lower-case letters, digits and _ only (OUTBOX_PUBLICATION), and run db:provision again.',
+    );
+  }
+  if (/['\\]/.test(config.roles.cdc)) {
+    problems.push(
+      `roles.cdc (${JSON.stringify(config.roles.cdc)}) contains a single quote or backslash, which Debezium puts into SQL text unescaped: choose another CDC role name (OUTBOX_CDC_ROLE).`,
+    );
+  }
+  return problems;
+}
+
 /**
  * Builds the connector config from the resolved configuration. Pure: same input, same output; every
  * value is a string, as Kafka Connect stores them. The password is always a config-provider reference.
@@ -124,6 +153,8 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
       throw invalid(`${path} (${JSON.stringify(value)}) contains a \${provider:key} reference, which Kafka Connect would replace; rename it.`);
     }
   }
+  const nameProblems = debeziumNameProblems(config);
+  if (nameProblems.length > 0) throw invalid(nameProblems.join(' '));
   if (connector.maxQueueSize <= connector.maxBatchSize) {
     throw invalid(
       `connector.maxQueueSize (${connector.maxQueueSize}) must be larger than connector.maxBatchSize (${connector.maxBatchSize}), as Debezium requires.`,

@@ -1,5 +1,7 @@
-import axios from 'axios';
-import type { OutboxConfig } from '../config';
+import { Agent as HttpsAgent } from 'node:https';
+import axios, { type CreateAxiosDefaults } from 'axios';
+import { readPemFile, type OutboxConfig } from '../config';
+import { withoutUrlCredentials } from '../config/schema';
 import { OutboxError, isOutboxError } from '../errors';
 import { retry, type RetryOptions } from '../retry';
 
@@ -18,7 +20,8 @@ export interface HttpResponse {
 /** The transport: resolves with any HTTP status, rejects only when no response came (network, timeout). */
 export type HttpFn = (request: HttpRequest) => Promise<HttpResponse>;
 
-export type ConnectSettings = OutboxConfig['connect'];
+/** `config.connect`; the TLS fields may be left out by code that builds settings by hand. */
+export type ConnectSettings = Omit<OutboxConfig['connect'], 'rejectUnauthorized'> & { rejectUnauthorized?: boolean };
 
 export type ConnectorState = 'UNASSIGNED' | 'RUNNING' | 'PAUSED' | 'FAILED' | 'RESTARTING' | 'STOPPED';
 export interface ConnectorStatusInfo {
@@ -48,15 +51,35 @@ export interface ConnectClientOptions {
 
 export const DEFAULT_CONFLICT_RETRY: RetryOptions = { attempts: 8, initialDelayMs: 250, maxDelayMs: 4_000, ceilingMs: 30_000 };
 
-export function axiosHttp(settings: ConnectSettings): HttpFn {
-  const instance = axios.create({
+/**
+ * The axios defaults for Connect's REST API: basic auth when connect.username is set (sent on every
+ * request, also over plain http: use https where the network is not trusted), and for https an
+ * agent with connect.caFile and connect.rejectUnauthorized. Exported so tests can look at it without
+ * a network.
+ */
+export function connectAxiosConfig(settings: ConnectSettings): CreateAxiosDefaults {
+  const https = settings.url.startsWith('https:');
+  const agent =
+    https && (settings.caFile !== undefined || settings.rejectUnauthorized === false)
+      ? new HttpsAgent({
+          ...(settings.caFile ? { ca: readPemFile(settings.caFile, 'connect.caFile (OUTBOX_CONNECT_CA_FILE)') } : {}),
+          rejectUnauthorized: settings.rejectUnauthorized ?? true,
+          keepAlive: true,
+        })
+      : undefined;
+  return {
     baseURL: settings.url,
     timeout: settings.requestTimeoutMs,
     auth: settings.username ? { username: settings.username, password: settings.password ?? '' } : undefined,
+    ...(agent ? { httpsAgent: agent } : {}),
     validateStatus: () => true,
     // axios would label a body-less PUT form-encoded; Connect answers that with 415.
     headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
-  });
+  };
+}
+
+export function axiosHttp(settings: ConnectSettings): HttpFn {
+  const instance = axios.create(connectAxiosConfig(settings));
   return async ({ method, path, query, body }) => {
     const response = await instance.request({ method, url: path, params: query, data: body });
     return { status: response.status, data: response.data };
@@ -64,6 +87,27 @@ export function axiosHttp(settings: ConnectSettings): HttpFn {
 }
 
 const TIMEOUT_CODES = new Set(['ECONNABORTED', 'ETIMEDOUT', 'ERR_CANCELED']);
+
+/**
+ * An axios error carries the basic-auth credentials twice: `config.auth` and, inside the raw
+ * `request`, the Authorization header. Kept as an OutboxError's `cause`, a logger that serializes the
+ * cause (pino's err serializer copies enumerable properties) would print them. Removes both, in place.
+ */
+export function scrubHttpError<E>(error: E): E {
+  const e = error as { config?: { auth?: unknown; headers?: Record<string, unknown> }; request?: unknown; response?: { config?: unknown; request?: unknown } } | null;
+  if (!e || typeof e !== 'object') return error;
+  const hide = (owner: object, key: string) => {
+    if (Object.hasOwn(owner, key)) Object.defineProperty(owner, key, { enumerable: false, value: undefined, writable: true, configurable: true });
+  };
+  for (const config of [e.config, e.response?.config] as Array<{ auth?: unknown; headers?: Record<string, unknown> } | undefined>) {
+    if (!config || typeof config !== 'object') continue;
+    if (config.auth !== undefined) config.auth = '[redacted]';
+    for (const key of Object.keys(config.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(key) && config.headers) config.headers[key] = '[redacted]';
+  }
+  hide(e, 'request');
+  if (e.response && typeof e.response === 'object') hide(e.response, 'request');
+  return error;
+}
 
 function unreachable(settings: ConnectSettings, request: HttpRequest, error: unknown): OutboxError {
   const code = (error as { code?: string })?.code ?? 'unknown';
@@ -107,7 +151,9 @@ export function connectStatus(error: unknown): number | undefined {
 
 export type ConnectClient = ReturnType<typeof createConnectClient>;
 
-export function createConnectClient(settings: ConnectSettings, options: ConnectClientOptions = {}) {
+export function createConnectClient(given: ConnectSettings, options: ConnectClientOptions = {}) {
+  // Settings built by hand may carry user:password in the URL; it must not reach messages.
+  const settings = withoutUrlCredentials(given);
   const http = options.http ?? axiosHttp(settings);
   const retryOptions: RetryOptions = { ...DEFAULT_CONFLICT_RETRY, ...options.retry };
   const enc = encodeURIComponent;
@@ -117,7 +163,7 @@ export function createConnectClient(settings: ConnectSettings, options: ConnectC
     try {
       response = await http(request);
     } catch (error) {
-      throw unreachable(settings, request, error);
+      throw unreachable(settings, request, scrubHttpError(error));
     }
     if (response.status < 200 || response.status > 299) throw failed(settings, request, response);
     return response;

@@ -1,5 +1,6 @@
 export {
   buildConnectorConfig,
+  debeziumNameProblems,
   connectorBuildOptionsSchema,
   heartbeatQuery,
   outboxSourceTopic,

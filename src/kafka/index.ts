@@ -1,5 +1,6 @@
-import { Kafka, logLevel, type KafkaConfig, type logCreator } from 'kafkajs';
-import type { OutboxConfig } from '../config';
+import { Kafka, logLevel, type KafkaConfig, type logCreator, type SASLOptions } from 'kafkajs';
+import type { ConnectionOptions } from 'node:tls';
+import { readPemFile as readPem, type OutboxConfig } from '../config';
 import type { Logger } from '../log';
 
 export interface KafkaClientOptions {
@@ -13,19 +14,49 @@ export interface KafkaClientOptions {
   overrides?: Partial<KafkaConfig>;
 }
 
-/**
- * The one place a kafkajs client is built from configuration, so connection settings (brokers, and
- * any TLS/SASL the configuration adds) apply to every part: router, relay, status, bench.
- */
-export function createKafka(config: Pick<OutboxConfig, 'kafka'>, options: KafkaClientOptions = {}): Kafka {
-  return new Kafka({
+type KafkaSettings = OutboxConfig['kafka'];
+/** `config.kafka`; ssl and sasl may be left out by code that builds settings by hand. */
+export type KafkaConnectionSettings = Pick<KafkaSettings, 'brokers' | 'clientId'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>;
+
+/** kafkajs's `ssl`: false (plain TCP), or TLS options with the configured CA, client certificate and key. */
+export function kafkaSsl(ssl: KafkaSettings['ssl'] | undefined): boolean | ConnectionOptions {
+  if (!ssl || !(ssl.enabled || ssl.caFile || ssl.certFile || ssl.keyFile)) return false;
+  return {
+    rejectUnauthorized: ssl.rejectUnauthorized,
+    ...(ssl.caFile ? { ca: [readPem(ssl.caFile, 'kafka.ssl.caFile (OUTBOX_KAFKA_SSL_CA_FILE)')] } : {}),
+    ...(ssl.certFile ? { cert: readPem(ssl.certFile, 'kafka.ssl.certFile (OUTBOX_KAFKA_SSL_CERT_FILE)') } : {}),
+    ...(ssl.keyFile ? { key: readPem(ssl.keyFile, 'kafka.ssl.keyFile (OUTBOX_KAFKA_SSL_KEY_FILE)') } : {}),
+    ...(ssl.keyPassword ? { passphrase: ssl.keyPassword } : {}),
+  };
+}
+
+/** kafkajs's `sasl`, or undefined when no mechanism is configured (the schema makes the three go together). */
+export function kafkaSasl(sasl: KafkaSettings['sasl'] | undefined): SASLOptions | undefined {
+  if (!sasl?.mechanism || sasl.username === undefined || sasl.password === undefined) return undefined;
+  return { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions;
+}
+
+/** The kafkajs config createKafka builds: exported so tests can check what reaches the client without a broker. */
+export function kafkaConfig(config: { kafka: KafkaConnectionSettings }, options: KafkaClientOptions = {}): KafkaConfig {
+  const sasl = kafkaSasl(config.kafka.sasl);
+  return {
     clientId: options.role ? `${config.kafka.clientId}-${options.role}` : config.kafka.clientId,
     brokers: [...config.kafka.brokers],
+    ssl: kafkaSsl(config.kafka.ssl),
+    ...(sasl ? { sasl } : {}),
     logLevel: options.logger ? logLevel.WARN : logLevel.NOTHING,
     ...(options.logger ? { logCreator: kafkaLogTo(options.logger) } : {}),
     retry: { retries: options.retries ?? 10 },
     ...options.overrides,
-  });
+  };
+}
+
+/**
+ * The one place a kafkajs client is built from configuration, so connection settings (brokers, TLS
+ * and SASL) apply to every part: router, relay, status, bench.
+ */
+export function createKafka(config: { kafka: KafkaConnectionSettings }, options: KafkaClientOptions = {}): Kafka {
+  return new Kafka(kafkaConfig(config, options));
 }
 
 /** kafkajs's own log lines go to our logger instead of the console. */

@@ -4,6 +4,7 @@ import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
+import { ensureOutboxPolicies } from './row-policy';
 import { scramVerifier } from './scram';
 import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
 
@@ -95,6 +96,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
       if (password && (await setPasswordIfChanged(client, role, password))) report.passwordsSet.push(role);
     }
     await client.query(rolesSql(config));
+    await ensureOutboxPolicies(client, config);
     await client.query(options.dryRun ? 'ROLLBACK' : 'COMMIT');
     options.log?.info(
       { database: report.database, applied: report.applied, rolesCreated: report.rolesCreated, dryRun: report.dryRun },

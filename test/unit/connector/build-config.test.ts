@@ -105,7 +105,7 @@ describe('the template file', () => {
 
 describe('hostile identifiers', () => {
   const hostile = config({
-    outbox: { schema: 'we"ird.sch', table: 'we"ird.tab le', heartbeatTable: 'hb "x', publication: 'pub, "1"' },
+    outbox: { schema: 'we"ird.sch', table: 'we"ird.tab le', heartbeatTable: 'hb "x', publication: 'pub_1' },
   });
   const built = buildConnectorConfig(hostile);
 
@@ -134,8 +134,28 @@ describe('hostile identifiers', () => {
     expect(heartbeatQuery('public', 'outbox_heartbeat')).toContain('INSERT INTO "public"."outbox_heartbeat"');
   });
 
-  it('passes a publication name through verbatim (Debezium quotes it itself)', () => {
-    expect(built['publication.name']).toBe('pub, "1"');
+  it('passes a plain publication name through verbatim', () => {
+    expect(built['publication.name']).toBe('pub_1');
+  });
+
+  it.each(['pub, "1"', 'Pub_1', 'pub 1', "pub'1", 'pub"1'])(
+    'refuses publication %j, which Debezium passes unquoted to pgoutput and into a SQL literal (seen failing on the stack)',
+    (publication) => {
+      const error = thrown(() => buildConnectorConfig(config({ outbox: { publication } })));
+      expect(error.code).toBe('CONFIG_INVALID');
+      expect(error.message).toContain('outbox.publication');
+      expect(error.message).toContain('lower-case letters, digits and _');
+      expect(error.message).toContain('Nothing was deployed');
+    },
+  );
+
+  it("refuses a CDC role name with a single quote or backslash (Debezium's validation query breaks on it), and accepts double quotes and spaces", () => {
+    for (const cdc of ["cdc'x", 'cdc\\x']) {
+      const error = thrown(() => buildConnectorConfig(config({ roles: { cdc } })));
+      expect(error.code).toBe('CONFIG_INVALID');
+      expect(error.message).toContain('roles.cdc');
+    }
+    expect(buildConnectorConfig(config({ roles: { cdc: 'Cdc "r" x' } }))['database.user']).toBe('Cdc "r" x');
   });
 
   it('refuses names Connect would resolve as ${provider:key} references', () => {
