@@ -22,6 +22,9 @@ import { checkExtra } from './extra-guard';
  * - skipped.operations=u,d,t: only inserts are events. Deletes (insert-then-delete cleanup) and the
  *   relay's published_at updates would only be dropped by the SMT (with a warning per update).
  * - tombstones.on.delete=false: no tombstone may reach an event topic.
+ * - message.prefix.exclude.list=.*: logical decoding messages (pg_logical_emit_message, by any tool in
+ *   the database) are not events; Debezium would publish them to `<prefix>.message`, and one larger than
+ *   the producer's max.request.size fails the task (seen here: a 16 MiB message stopped the connector).
  * - table.field.additional.missing=error: a NULL traceparent/headers is a null header, not "missing";
  *   a missing column means the table is not ours, and failing the task (offsets not committed, nothing
  *   lost) beats silently dropping trace context.

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { createCodec, topicForReplacement, type Codec } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
-import { deleteConnector, deployConnector } from '../../src/connector';
+import { createConnectClient, deleteConnector, deployConnector } from '../../src/connector';
 import { createPool } from '../../src/db';
 import { createOrder, ORDERS_DDL } from '../../src/examples/create-order';
 import { createOutboxWriter, type OutboxWriter } from '../../src/producer';
@@ -76,6 +76,17 @@ describe('write side and CDC, end to end', () => {
     expect(records.map((r) => r.headers.id)).toEqual([committed.event.id]);
     const orders = await pool.query('SELECT customer_id FROM orders WHERE id = $1', [orderId]);
     expect(orders.rows.map((r) => r.customer_id)).toEqual(['c-1']);
+  });
+
+  it('a large logical decoding message in the database neither reaches Kafka nor stops the connector', async () => {
+    // Any tool may call pg_logical_emit_message; Debezium publishes such messages unless excluded, and a
+    // message over the producer's max.request.size (sized from maxPayloadBytes) fails the task.
+    await pool.query("SELECT pg_logical_emit_message(true, 'some-tool', repeat('x', $1::int))", [config.outbox.maxPayloadBytes * 2 + 2 ** 20]);
+    const after = await createOrder(pool, writer, { customerId: 'c-after-message', currency: 'EUR', lines: [{ sku: 'M', quantity: 1, priceCents: 1 }] });
+    const records = await collect([topic], (rs) => rs.some((r) => r.headers.id === after.event.id));
+    expect(records.filter((r) => r.headers.id === after.event.id)).toHaveLength(1);
+    const status = await createConnectClient(config.connect).status(config.connector.name);
+    expect([status?.connector.state, ...(status?.tasks ?? []).map((t) => t.state)]).toEqual(['RUNNING', 'RUNNING']);
   });
 
   it('one statement carrying the order and its event (prepareInsert) is published; a failing one publishes nothing', async () => {
