@@ -7,7 +7,7 @@ import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } fro
 import { missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
 import { unsafeExtra } from './extra-guard';
 import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
-import { waitForRunning, waitForState, type WaitOptions } from './wait';
+import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
 
 export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
 export interface DeployProgress {
@@ -117,7 +117,13 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     const warnings = (await checkExisting(current as Record<string, string>)).map((f) => f.message);
     for (const w of warnings) log?.warn({ step: 'guard' }, w);
     progress('diff', 'unchanged: nothing to write');
-    return result('unchanged', { status: await client.status(name), warnings });
+    const status = await client.status(name);
+    // Nothing to write is not "all is well": a FAILED task stays FAILED until restarted.
+    const failed = status && connectorFailure(name, status);
+    if (failed) {
+      throw new OutboxError('CONNECTOR_FAILED', `${failed.message}\nThe config is unchanged; once the cause is fixed, run \`outbox connector:restart\`.`, { details: failed.details });
+    }
+    return result('unchanged', { status, warnings });
   }
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
   for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
@@ -153,6 +159,9 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     }
     await client.putConfig(name, desired);
     if (resetOffsets) await client.resume(name);
+    // A config update does not restart a FAILED task: the fix just written would never run.
+    const failedBefore = before && (before.connector.state === 'FAILED' || before.tasks.some((t) => t.state === 'FAILED'));
+    if (failedBefore && !resetOffsets) await client.restart(name, { includeTasks: true, onlyFailed: true });
     progress('write', `updated connector ${name}${resetOffsets ? ' (stored offsets reset)' : ''}`);
     if (!resetOffsets && before && (before.connector.state === 'PAUSED' || before.connector.state === 'STOPPED')) {
       log?.warn({ step: 'wait' }, `connector ${name} is ${before.connector.state}: the new config applies when it is resumed (outbox connector:resume)`);

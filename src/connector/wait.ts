@@ -42,7 +42,7 @@ function summary(status: ConnectorStatusInfo | undefined): string {
   return `connector ${status.connector.state}, ${tasks}`;
 }
 
-function failure(name: string, status: ConnectorStatusInfo): OutboxError | undefined {
+export function connectorFailure(name: string, status: ConnectorStatusInfo): OutboxError | undefined {
   const task = status.tasks.find((t) => t.state === 'FAILED');
   const failed = task ?? (status.connector.state === 'FAILED' ? { id: undefined, ...status.connector } : undefined);
   if (!failed) return undefined;
@@ -71,8 +71,10 @@ export async function waitForRunning(client: ConnectClient, name: string, option
     last = await client.status(name);
     options.onProgress?.(last);
     if (last) {
-      const error = failure(name, last);
-      if (error) throw error;
+      const error = connectorFailure(name, last);
+      // A FAILED status from before a config update is the old tasks' (deploy restarts them): only a
+      // failure of tasks that carry the new config is this deploy's.
+      if (error && (!options.expectTaskConfig || (await taskConfigsApplied(client, name, options.expectTaskConfig)))) throw error;
       const running = last.connector.state === 'RUNNING' && last.tasks.length > 0 && last.tasks.every((t) => t.state === 'RUNNING');
       const applied = !running || !options.expectTaskConfig || (await taskConfigsApplied(client, name, options.expectTaskConfig));
       if (running && applied) {

@@ -12,6 +12,7 @@ import { createOutboxWriter } from '../producer';
 import { provision } from '../provision';
 import { createRouter, type Handlers } from '../router';
 import { createStack } from '../stack';
+import { createWatchdog } from '../watchdog';
 import { percentiles, round } from '../bench/stats';
 
 export interface DemoOptions {
@@ -79,8 +80,26 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   log.info(`connector ${config.connector.name}: ${deployed.action}, RUNNING`);
 
   const pool = createPool(config.database, { max: 12, application_name: 'outbox-demo' });
+  // The watchdog polls the connector's slot in-process (every 2 s here), as it would beside a real deployment.
+  const watchdogConfig = Object.freeze({ ...config, watchdog: { ...config.watchdog, intervalMs: 2_000 } }) as OutboxConfig;
+  const watchdog = createWatchdog({ config: watchdogConfig, logger: log.child({ part: 'watchdog' }) });
   const consumer = 'outbox-demo';
-  const companions = options.companions ?? [];
+  const companions = [
+    {
+      name: 'watchdog',
+      start: async () => {
+        const first = await watchdog.pollOnce();
+        if (!first.ok) log.warn({ err: first.error?.message }, 'watchdog: first poll failed');
+        watchdog.start();
+      },
+      stop: () => watchdog.stop(1_000),
+      summary: () => {
+        const h = watchdog.health();
+        return { lastPollOk: h.lastPollOk, alertsFiring: h.firing, slotsWatched: h.slots };
+      },
+    },
+    ...(options.companions ?? []),
+  ];
   const router = createRouter({
     config,
     handlers: demoHandlers(exampleHandlers),
