@@ -90,6 +90,7 @@ export function createRouter(options: RouterOptions): Router {
       policyFor: (aggregateType) => settings.policies[aggregateType] ?? settings.defaultPolicy,
       unknownEventType: settings.unknownEventType,
       handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
+      payloadSchemas: options.payloadSchemas,
     };
     const stopped = () => !isRunning() || isStale() || abort.signal.aborted;
     if (settings.parkKeys) {

@@ -9,5 +9,5 @@ export { createRouterMetrics, type RouterMetrics } from './metrics';
 export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';
 export { replayDeadLetters, type ReplayOptions, type ReplayReport, type ReplayedRecord } from './replay';
 export { releaseKeys } from './parked';
-export { REPLAY_HEADER, type FailurePolicy } from './process-record';
+export { REPLAY_HEADER, type FailurePolicy, type PayloadSchemas } from './process-record';
 export { laneOf } from './partition-batch';

@@ -6,6 +6,7 @@ import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
+import type { PayloadSchemas } from './process-record';
 import type { Handlers, RouterEventListener } from './types';
 
 /** Scalar settings, validated once; defaults live here. */
@@ -58,6 +59,8 @@ export interface RouterOptions extends RouterSettings {
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;
   codec?: Pick<Codec, 'decode'>;
+  /** Optional zod schema per aggregate type and event type; a payload failing it is dead-lettered (PAYLOAD_INVALID). */
+  payloadSchemas?: PayloadSchemas;
   /** An existing pool (not ended by stop()); by default the router opens and closes its own. */
   pool?: Pool;
   kafka?: Kafka;
@@ -88,7 +91,7 @@ export interface ResolvedSettings {
 }
 
 export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
-  const { config: _c, handlers, topics: _t, aggregateTypeOf: _a, dlqTopicFor: _d, codec: _co, pool: _p, kafka: _k, logger: _l, onEvent: _o, random: _r, ...scalars } = options;
+  const { config: _c, handlers, topics: _t, aggregateTypeOf: _a, dlqTopicFor: _d, codec: _co, payloadSchemas: _ps, pool: _p, kafka: _k, logger: _l, onEvent: _o, random: _r, ...scalars } = options;
   const parsed = settingsSchema.safeParse(scalars);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`);

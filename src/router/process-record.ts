@@ -1,5 +1,6 @@
 import type { KafkaMessage, Message } from 'kafkajs';
 import type { Pool } from 'pg';
+import type { ZodType } from 'zod';
 import type { Codec } from '../codec';
 import { isOutboxError, OutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
@@ -8,6 +9,9 @@ import { applyMany, applyOnce, HandlerFailed, InboxUnavailable } from './inbox-t
 import type { ParkedKeys } from './parked';
 import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
 import type { EventHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
+
+/** aggregate type → event type → a zod schema of the decoded payload. */
+export type PayloadSchemas = Readonly<Record<string, Readonly<Record<string, ZodType>>>>;
 
 export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'skipped' | 'aborted';
 
@@ -42,6 +46,8 @@ export interface RecordDeps {
   /** An event type with no handler: dead-letter it (default) or skip it. */
   unknownEventType?: 'dead-letter' | 'skip';
   handlerTimeoutMs?: number;
+  /** Optional zod schema per aggregate type and event type: the decoded payload must pass it. */
+  payloadSchemas?: PayloadSchemas;
   /** The batch's parked keys; without it, keys are not parked (unit tests, or parking switched off). */
   parked?: ParkedKeys;
 }
@@ -116,6 +122,19 @@ export async function prepareRecord(topic: string, partition: number, message: K
       if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error, 1), headers.id);
       if (!(await waitForInfrastructure(error, wait, whereOf(where), deps))) return { kind: 'aborted' };
     }
+  }
+
+  const schema = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
+  if (schema) {
+    const checked = schema.safeParse(payload);
+    if (!checked.success) {
+      const problems = checked.error.issues.slice(0, 10).map((i) => `${i.path.join('.') || '(payload)'}: ${i.message}`);
+      return deadLetter(
+        { code: 'PAYLOAD_INVALID', message: `The ${aggregateType}.${headers.eventType} payload fails its schema: ${problems.join('; ')}.`, attempts: 1 },
+        headers.id,
+      );
+    }
+    payload = checked.data;
   }
 
   const event: RoutedEvent = {

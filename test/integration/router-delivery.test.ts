@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { z } from 'zod';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -137,6 +138,25 @@ describe('router delivery', () => {
     expect(one.stats().applied).toBeGreaterThan(0);
     expect(two.stats().applied).toBeGreaterThan(0);
     expect(one.stats().deadLettered + two.stats().deadLettered).toBe(0);
+  });
+
+  it('dead-letters a payload failing its zod schema with the failing field, and hands handlers the parsed payload', async () => {
+    const s = await scenario(1);
+    const seen: unknown[] = [];
+    const [bad] = await produce(s, [
+      { key: 'k-bad', reason: 'x' }, // too short for the schema below
+      { key: 'k-good', reason: 'long enough' },
+    ]);
+    const router = await startRouter(
+      s,
+      { order: { OrderCancelled: async (event) => void seen.push(event.payload) } },
+      { payloadSchemas: { order: { OrderCancelled: z.object({ orderId: z.string(), reason: z.string().min(3), cancelledAt: z.date() }).transform((p) => ({ ...p, checked: true })) } } },
+    );
+    await until('one applied, one dead-lettered', () => router.stats(), (st) => st.applied === 1 && st.deadLettered === 1);
+    expect(seen).toEqual([expect.objectContaining({ reason: 'long enough', checked: true })]);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect(letter?.headers).toMatchObject({ id: bad?.id, 'x-error-code': 'PAYLOAD_INVALID' });
+    expect(String(letter?.headers['x-error-message'])).toMatch(/reason: /);
   });
 
   it('subscribes to a routed topic created while it runs, without a restart', async () => {
