@@ -1,8 +1,57 @@
 import { z } from 'zod';
+import { STACK_PORTS } from '../stack/settings';
 import type { EnvSetting } from './env-setting';
 
-/** Settings of the relay (src/relay). Part of the root schema as `relay`. */
-export const relaySchema = z.object({}).strict();
+const positiveInt = (max: number) => z.number().int().min(1).max(max);
+
+/**
+ * Settings of the polling relay (src/relay, docs/relay.md). Part of the root schema as `relay`.
+ * Every instance of the relay working one outbox table must use the same `workers`: it is the shard
+ * count, and shards are what keeps per-aggregate order (the relay refuses to start otherwise).
+ */
+export const relaySchema = z
+  .object({
+    /**
+     * Shards of the outbox, one worker (an async loop) each: `hashtext(aggregate_id) mod workers`. Same value on
+     * every instance. Workers share a pool of at most `poolSize` connections, used only inside a claim transaction.
+     */
+    workers: positiveInt(10_000).default(4),
+    /** Database connections of one relay instance (workers queue for them), plus one for cleanup and lag. */
+    poolSize: positiveInt(200).default(8),
+    /** Rows claimed (FOR UPDATE SKIP LOCKED) and published per transaction. */
+    batchSize: positiveInt(10_000).default(500),
+    /** Wait between polls when a shard had less than a full batch; a full batch polls again at once. */
+    pollIntervalMs: positiveInt(60_000).default(100),
+    /** Published rows are kept this long (for audits and replays), then deleted; 0 deletes them at the next cleanup. */
+    retentionMs: z.number().int().min(0).default(24 * 60 * 60 * 1000),
+    /** How often published rows past retention are deleted. */
+    cleanupIntervalMs: positiveInt(24 * 60 * 60 * 1000).default(60_000),
+    /** Rows per DELETE statement, so a cleanup never holds many locks or one long transaction. */
+    cleanupBatchSize: positiveInt(100_000).default(5_000),
+    /** How often the age of the oldest unpublished row (the lag gauge) is measured. */
+    lagIntervalMs: positiveInt(60 * 60 * 1000).default(5_000),
+    /** Backoff of a key whose publish failed: it is retried after this, doubling up to maxDelayMs (with jitter). */
+    retryInitialDelayMs: z.number().int().min(0).default(200),
+    retryMaxDelayMs: z.number().int().min(0).default(30_000),
+    /** Topics the relay creates when they are missing, as Connect's topic.creation.default.* does for CDC. */
+    topicPartitions: positiveInt(10_000).default(3),
+    topicReplicationFactor: positiveInt(100).default(1),
+    /** `outbox relay`'s /metrics and /healthz. */
+    metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.relayMetrics),
+    metricsHost: z.string().min(1).default('127.0.0.1'),
+  })
+  .strict();
+
+export type RelayConfig = z.output<typeof relaySchema>;
 
 /** Environment variables that feed `relay.*` settings (merged into ENV_SETTINGS). */
-export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [];
+export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
+  { env: 'OUTBOX_RELAY_WORKERS', path: ['relay', 'workers'], type: 'number' },
+  { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'], type: 'number' },
+  { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
+  { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_RELAY_CLEANUP_BATCH_SIZE', path: ['relay', 'cleanupBatchSize'], type: 'number' },
+  { env: 'OUTBOX_RELAY_METRICS_PORT', path: ['relay', 'metricsPort'], type: 'number' },
+  { env: 'OUTBOX_RELAY_METRICS_HOST', path: ['relay', 'metricsHost'] },
+];

@@ -1,0 +1,288 @@
+import type { Pool, PoolClient } from 'pg';
+import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, topicForReplacement } from '../../src/codec';
+import type { OutboxConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { createKafka } from '../../src/kafka';
+import { createLogger } from '../../src/log';
+import { createOutboxWriter, type OutboxEvent, type OutboxWriter } from '../../src/producer';
+import { uuidv7 } from '../../src/producer/uuidv7';
+import { provision } from '../../src/provision';
+import { createRelay, createRelayMetrics, type Relay, type RelayOptions } from '../../src/relay';
+import { createRouter, type Router, type RoutedEvent } from '../../src/router';
+import { collect } from '../support/consume';
+import { rejection } from '../support/expect-error';
+import { testConfig } from '../support/outbox-config';
+import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+
+jest.setTimeout(120_000);
+
+/**
+ * The polling relay on the real stack: PostgreSQL outbox → relay → Kafka → (router). A fresh database
+ * per file; topics carry a random prefix (connector.topicReplacement) and JSON tests random aggregate
+ * types, so no other test sees these records.
+ */
+describe('polling relay', () => {
+  let db: FreshDatabase;
+  let config: OutboxConfig;
+  let pool: Pool;
+  let writer: OutboxWriter;
+  let prefix: string;
+  const relays: Relay[] = [];
+  const silent = createLogger({ level: (process.env.RELAY_TEST_LOG as 'debug' | undefined) ?? 'silent', format: 'json' });
+
+  beforeAll(async () => {
+    db = await freshDatabase('relay');
+    prefix = randomName('t').replace(/-/g, '');
+    const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
+    config = testConfig(db.name, { connector: { topicReplacement, topicPrefix: prefix } });
+    await provision(config);
+    pool = createPool(config.database, { max: 8 });
+    await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
+    const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
+    writer = createOutboxWriter({ outbox: config.outbox, codec, contentType: JSON_CONTENT_TYPE });
+  });
+
+  afterEach(async () => {
+    await Promise.all(relays.splice(0).map((r) => r.stop()));
+  });
+
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const topicOf = (aggregateType: string) => `${prefix}.outbox.event.${aggregateType}`;
+
+  async function startRelay(extra: Partial<RelayOptions> = {}, settings: RelayOptions['settings'] = {}): Promise<Relay> {
+    const relay = createRelay({ config, logger: silent, ...extra, settings: { workers: 2, pollIntervalMs: 20, ...settings } });
+    relays.push(relay);
+    await relay.start();
+    return relay;
+  }
+
+  async function inTx<T>(body: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await body(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (ok(value)) return value;
+      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  const unpublished = async (ids: string[]) =>
+    Number((await pool.query('SELECT count(*) AS n FROM outbox WHERE id = ANY($1::uuid[]) AND published_at IS NULL', [ids])).rows[0].n);
+
+  it('publishes the Event Router record byte for byte, and the router applies it through the inbox', async () => {
+    const avro = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
+    const orderId = randomName('order');
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    // Ids ascending in write order: one transaction gives both rows one created_at, so id decides (docs/relay.md, "Known limitation").
+    const now = Date.now();
+    const events: OutboxEvent[] = [
+      { id: uuidv7(now), aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: '0', cancelledAt: new Date() }, traceparent, headers: { tenant: 'acme' } },
+      { id: uuidv7(now + 1), aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: '1', cancelledAt: new Date() } },
+    ];
+    const written = await inTx((c) => avro.writeEvents(c, events));
+    const rows = (await pool.query('SELECT id, payload, headers FROM outbox WHERE id = ANY($1::uuid[]) ORDER BY id', [written.map((w) => w.id)])).rows as Array<{ id: string; payload: Buffer; headers: string | null }>;
+
+    const relay = await startRelay();
+    const topic = topicOf('order');
+    const records = await collect([topic], (rs) => rs.length >= 2);
+    expect(records).toHaveLength(2);
+    for (const [i, record] of records.entries()) {
+      const row = rows[i] as (typeof rows)[number];
+      expect(record.topic).toBe(topic);
+      expect(record.key).toBe(orderId);
+      // The payload column's bytes, unchanged: Confluent framing (0x00 + schema id) + Avro body.
+      expect(record.value.equals(row.payload)).toBe(true);
+      expect(record.value[0]).toBe(0);
+      expect(record.headers).toMatchObject({ id: row.id, eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE });
+    }
+    // A NULL traceparent/headers column: the SMT sends a null-valued header, the relay none (docs/relay.md).
+    expect(records[0]?.headers).toEqual({ id: rows[0]?.id, eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE, traceparent, headers: JSON.stringify({ tenant: 'acme' }) });
+    expect(records[1]?.headers).toEqual({ id: rows[1]?.id, eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE });
+    await until('rows marked published', () => unpublished(rows.map((r) => r.id)), (n) => n === 0);
+    expect(relay.stats()).toMatchObject({ published: 2, failed: 0 });
+
+    const seen: RoutedEvent[] = [];
+    const router: Router = createRouter({
+      config,
+      consumer: `c-${prefix}`,
+      groupId: randomName('g'),
+      topics: new RegExp(`^${prefix}\\.outbox\\.event\\.order$`),
+      logger: silent,
+      handlers: {
+        order: {
+          OrderCancelled: async (event, { tx }) => {
+            seen.push(event);
+            await tx.query('INSERT INTO effects (message_id, aggregate_id, reason, tenant, traceparent) VALUES ($1, $2, $3, $4, $5)', [
+              event.id,
+              event.aggregateId,
+              event.payload.reason,
+              event.headers.tenant ?? null,
+              event.traceparent ?? null,
+            ]);
+          },
+        },
+      },
+    });
+    await router.start();
+    try {
+      await until('router applied both', () => router.stats(), (s) => s.applied === 2);
+    } finally {
+      await router.stop();
+    }
+    expect(router.stats()).toMatchObject({ applied: 2, deadLettered: 0 });
+    const effects = (await pool.query('SELECT message_id, aggregate_id, reason, tenant, traceparent FROM effects ORDER BY seq')).rows;
+    expect(effects).toEqual([
+      { message_id: written[0]?.id, aggregate_id: orderId, reason: '0', tenant: 'acme', traceparent },
+      { message_id: written[1]?.id, aggregate_id: orderId, reason: '1', tenant: null, traceparent: null },
+    ]);
+    const inbox = (await pool.query('SELECT message_id FROM inbox WHERE consumer = $1 ORDER BY message_id', [`c-${prefix}`])).rows.map((r) => r.message_id);
+    expect(inbox).toEqual(written.map((w) => w.id).sort());
+    // The SMT's null headers (no traceparent, no extra headers) reach the handler as absent.
+    expect(seen[1]?.headers).toEqual({});
+    expect(seen[1]?.traceparent).toBeUndefined();
+  });
+
+  it('publishes an event whose transaction inserted first but committed last (the id-cursor trap)', async () => {
+    const type = randomName('agg');
+    const relay = await startRelay({}, { workers: 1 });
+    const slow = await pool.connect();
+    try {
+      await slow.query('BEGIN');
+      const early = await writer.writeEvent(slow, { aggregateType: type, aggregateId: 'a-early', type: 'Happened', payload: { n: 1 } });
+      // A later transaction commits while the first is still open: its id and created_at are larger.
+      const late = await inTx((c) => writer.writeEvent(c, { aggregateType: type, aggregateId: 'a-late', type: 'Happened', payload: { n: 2 } }));
+      expect(early.id < late.id).toBe(true); // UUIDv7: an id cursor would now stand past `early`
+      const first = await collect([topicOf(type)], (rs) => rs.some((r) => r.headers.id === late.id));
+      expect(first.map((r) => r.headers.id)).toEqual([late.id]);
+      await until('late row published', () => unpublished([late.id]), (n) => n === 0);
+      await slow.query('COMMIT');
+      const all = await collect([topicOf(type)], (rs) => [early.id, late.id].every((id) => rs.some((r) => r.headers.id === id)));
+      // Different keys, so possibly different partitions: no order between them, exactly one of each.
+      expect(all.map((r) => r.headers.id).sort()).toEqual([early.id, late.id].sort());
+      const times = (await pool.query('SELECT id, created_at FROM outbox WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[early.id, late.id]])).rows.map((r) => r.id);
+      expect(times).toEqual([early.id, late.id]); // created_at order too: a timestamp cursor would miss it as well
+      expect(relay.stats().published).toBeGreaterThanOrEqual(2);
+    } finally {
+      await slow.query('ROLLBACK').catch(() => {});
+      slow.release();
+    }
+  });
+
+  it('deletes published rows after retention, in batches, and reports lag, queries and metrics', async () => {
+    const type = randomName('agg');
+    const metrics = createRelayMetrics();
+    // Nothing must be deleted before it is published: a row written now is unpublished until the relay runs.
+    const ids = await inTx(async (c) =>
+      (await writer.writeEvents(c, Array.from({ length: 30 }, (_, i) => ({ aggregateType: type, aggregateId: `k${i % 3}`, type: 'Happened', payload: { i } })))).map((w) => w.id),
+    );
+    const relay = await startRelay({ onEvent: metrics.onEvent }, { retentionMs: 0, cleanupIntervalMs: 100, cleanupBatchSize: 7, lagIntervalMs: 100, batchSize: 10 });
+    const records = await collect([topicOf(type)], (rs) => rs.length >= 30);
+    expect(new Set(records.map((r) => r.headers.id))).toEqual(new Set(ids));
+    await until('published rows deleted', async () => Number((await pool.query('SELECT count(*) AS n FROM outbox WHERE id = ANY($1::uuid[])', [ids])).rows[0].n), (n) => n === 0);
+    const stats = relay.stats();
+    expect(stats.deleted).toBeGreaterThanOrEqual(30);
+    expect(stats.queries).toBeGreaterThan(0);
+    expect(stats.batches).toBeGreaterThanOrEqual(3); // batch size 10
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(new RegExp(`outbox_relay_published_total\\{topic="${topicOf(type).replace(/\./g, '\\.')}"\\} 30`));
+    expect(text).toMatch(/outbox_relay_deleted_total \d+/);
+    expect(text).toMatch(/outbox_relay_queries_total \d+/);
+    expect(text).toMatch(/outbox_relay_lag_seconds \d/);
+    expect(text).toMatch(/outbox_relay_claim_seconds_count \d+/);
+  });
+
+  it('measures the age of the oldest unpublished row as lag', async () => {
+    const type = randomName('agg');
+    // An unpublished row a minute old that the relay cannot claim yet: another transaction holds its row lock.
+    const [id] = await inTx(async (c) => [(await writer.writeEvent(c, { aggregateType: type, aggregateId: 'old', type: 'Happened', payload: {} })).id]);
+    await pool.query("UPDATE outbox SET created_at = now() - interval '60 seconds' WHERE id = $1", [id]);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE', [id]); // SKIP LOCKED passes it over
+      const relay = await startRelay({}, { lagIntervalMs: 50, workers: 1 });
+      const lag = await until('lag measured', () => relay.stats().lagSeconds, (s) => s >= 59);
+      expect(lag).toBeLessThan(600);
+      expect(await unpublished([id as string])).toBe(1);
+      await holder.query('COMMIT');
+      await until('row published once the lock is gone', () => unpublished([id as string]), (n) => n === 0);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+  });
+
+  it('publishes one key\'s large payloads (over 1 MiB together) in order instead of blocking the key for good', async () => {
+    const type = randomName('agg');
+    const big = (n: number) => ({ n, blob: 'x'.repeat(600 * 1024) });
+    const ids = await inTx(async (c) => {
+      const out: string[] = [];
+      // Separate statements, so created_at ties are broken by ids made in separate milliseconds at worst.
+      for (let n = 0; n < 3; n++) {
+        out.push((await writer.writeEvent(c, { id: uuidv7(Date.now() + n), aggregateType: type, aggregateId: 'big', type: 'Happened', payload: big(n) })).id);
+      }
+      return out;
+    });
+    const relay = await startRelay({}, { workers: 1 });
+    await until('large rows published', () => unpublished(ids), (n) => n === 0);
+    const records = await collect([topicOf(type)], (rs) => rs.length >= 3);
+    expect(records.map((r) => (JSON.parse(r.value.toString('utf8')) as { n: number }).n)).toEqual([0, 1, 2]);
+    expect(records.map((r) => r.headers.id)).toEqual(ids);
+    expect(relay.stats().failed).toBe(0);
+  });
+
+  it('refuses bad settings, a missing table, an unreachable database or broker, and a second instance with another worker count', async () => {
+    const bad = await rejection(Promise.resolve().then(() => createRelay({ config, settings: { workers: 0 } })));
+    expect(bad.code).toBe('CONFIG_INVALID');
+    expect(bad.message).toContain('relay.workers');
+    expect(bad.message).toContain('got 0');
+
+    const other = await freshDatabase('relaybare');
+    try {
+      const bare = testConfig(other.name);
+      const missing = await rejection(createRelay({ config: bare, logger: silent }).start());
+      expect(missing.code).toBe('RELAY_TABLE_INVALID');
+      expect(missing.message).toContain('db:provision');
+    } finally {
+      await other.drop();
+    }
+
+    const noDb = testConfig(db.name, { database: { port: 1 } });
+    const unreachable = await rejection(createRelay({ config: noDb, logger: silent }).start());
+    expect(unreachable.code).toBe('DB_UNAVAILABLE');
+    expect(unreachable.message).toContain(':1/');
+    expect(unreachable.message).not.toMatch(/password|postgres:postgres/i);
+
+    const noKafka = testConfig(db.name, { kafka: { brokers: ['127.0.0.1:1'] } });
+    const broker = await rejection(createRelay({ config: noKafka, logger: silent, kafka: createKafka(noKafka, { retries: 0 }) }).start());
+    expect(broker.code).toBe('RELAY_KAFKA_UNAVAILABLE');
+    expect(broker.message).toContain('127.0.0.1:1');
+
+    await startRelay({}, { workers: 2 });
+    const mismatch = await rejection(createRelay({ config, logger: silent, settings: { workers: 3 } }).start());
+    expect(mismatch.code).toBe('RELAY_WORKERS_MISMATCH');
+    expect(mismatch.message).toMatch(/runs with 2 worker\(s\), this one with 3/);
+    // Same count: a second instance joins.
+    const second = await startRelay({}, { workers: 2 });
+    expect(second.health()).toEqual({ running: true, workers: 2 });
+  });
+});
