@@ -53,6 +53,7 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     schema: escapeIdentifier(outbox.schema),
     outbox: qualified(outbox.schema, outbox.table),
     outboxUnpublishedIndex: escapeIdentifier(derivedName(outbox.table, '_unpublished_idx')),
+    outboxPublishedIndex: escapeIdentifier(derivedName(outbox.table, '_published_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
     heartbeat: qualified(outbox.schema, outbox.heartbeatTable),

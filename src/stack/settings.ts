@@ -15,6 +15,7 @@ export const STACK_PORTS = Object.freeze({
   registryManagement: 9001,
   routerMetrics: 9464,
   watchdogMetrics: 9465,
+  relayMetrics: 9466,
 });
 
 export const STACK_VERSIONS = Object.freeze({

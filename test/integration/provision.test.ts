@@ -43,7 +43,7 @@ describe('db:provision', () => {
 
     const second = await provision(config);
     expect(second.applied).toEqual([]);
-    expect(second.alreadyApplied).toHaveLength(5);
+    expect(second.alreadyApplied).toHaveLength(6);
     expect(second.rolesCreated).toEqual([]);
     expect(second.passwordsSet).toEqual([]);
 
@@ -97,7 +97,7 @@ describe('db:provision', () => {
     const other = await freshDatabase('prov_dry');
     try {
       const report = await provision(testConfig(other.name, { roles: config.roles }), { dryRun: true });
-      expect(report.applied).toHaveLength(5);
+      expect(report.applied).toHaveLength(6);
       const tables = await withClient(other.name, (c) => c.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"));
       expect(tables.rows[0].n).toBe(0);
     } finally {
@@ -154,7 +154,7 @@ describe('db:provision', () => {
     });
     try {
       const report = await provision(hostile);
-      expect(report.applied).toHaveLength(5);
+      expect(report.applied).toHaveLength(6);
       await withClient(other.name, async (c) => {
         const t = await c.query("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE 'we%' ORDER BY table_name");
         expect(t.rows.map((r) => r.table_name)).toEqual(['hb$$', 'in box', 'in box_parked', 'out"box', 'outbox_migrations']);

@@ -19,4 +19,16 @@ describe('uuidv7', () => {
   it('differs between two ids of the same millisecond', () => {
     expect(uuidv7(42)).not.toBe(uuidv7(42));
   });
+
+  it('increases strictly within one millisecond and across a counter overflow (the relay orders one transaction by id)', () => {
+    const now = Date.now() + 60_000;
+    const ids = Array.from({ length: 5_000 }, () => uuidv7(now)); // more than the 4,096 a counter holds
+    for (let i = 1; i < ids.length; i++) expect((ids[i] as string) > (ids[i - 1] as string)).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('never goes back when the clock does', () => {
+    const later = uuidv7(Date.now() + 120_000);
+    expect(uuidv7(Date.now()) > later).toBe(true);
+  });
 });

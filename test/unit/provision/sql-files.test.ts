@@ -29,13 +29,14 @@ function migrationsDir(files: Record<string, string>): string {
 describe('loadMigrations (shipped files)', () => {
   const migrations = loadMigrations();
 
-  it('returns migrations 1..4 in order with their names', () => {
+  it('returns the migrations in order with their names', () => {
     expect(migrations.map((m) => [m.id, m.name])).toEqual([
       [1, 'outbox'],
       [2, 'inbox'],
       [3, 'heartbeat'],
       [4, 'publication'],
       [5, 'parked'],
+      [6, 'relay_cleanup_index'],
     ]);
   });
 
@@ -160,7 +161,7 @@ describe('rendering every SQL file with hostile names', () => {
     },
     roles: { cdc: hostile.cdc, app: hostile.app, monitor: hostile.monitor },
   });
-  const allowedNames = new Set([...Object.values(hostile), `${hostile.table}_unpublished_idx`, `${hostile.inboxTable}_parked`]);
+  const allowedNames = new Set([...Object.values(hostile), `${hostile.table}_unpublished_idx`, `${hostile.table}_published_idx`, `${hostile.inboxTable}_parked`]);
 
   const rendered: Array<[string, string]> = [
     ...loadMigrations().map((m): [string, string] => [`${m.id}_${m.name}`, renderSql(m.template, cfg, m.name)]),
