@@ -137,7 +137,13 @@ export function createRouter(options: RouterOptions): Router {
   }
 
   async function startConsumer(topics: Set<string>): Promise<void> {
-    const c = kafka.consumer({ groupId: settings.groupId, maxWaitTimeInMs: settings.maxWaitTimeInMs, allowAutoTopicCreation: false });
+    const c = kafka.consumer({
+      groupId: settings.groupId,
+      maxWaitTimeInMs: settings.maxWaitTimeInMs,
+      sessionTimeout: settings.sessionTimeoutMs,
+      heartbeatInterval: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
+      allowAutoTopicCreation: false,
+    });
     consumer = c;
     joined = false;
     c.on(c.events.GROUP_JOIN, () => {

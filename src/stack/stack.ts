@@ -41,6 +41,11 @@ export interface Stack {
   down(options?: { clean?: boolean }, onStep?: (event: StepEvent) => void): Promise<void>;
   status(): Promise<ServiceStatus[]>;
   logFile(name: ServiceName): string;
+  /**
+   * Stops one service, for fault injection (the chaos run): `kill` sends SIGKILL to a JVM (no shutdown
+   * hooks, as in a crash); otherwise it stops gracefully (PostgreSQL: fast shutdown). `up()` starts it again.
+   */
+  stopService(name: ServiceName, options?: { kill?: boolean }): Promise<'stopped' | 'killed' | 'not running'>;
 }
 
 /** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
@@ -225,6 +230,32 @@ export function createStack(options: StackOptions = {}): Stack {
       step('registry', `${await waitReady('registry', byName.registry.probe, byName.registry.logFile, registry.pid)}${registry.started ? '' : ' (already running)'}`);
       step('connect', `${await waitReady('connect', byName.connect.probe, byName.connect.logFile, connect.pid)}${connect.started ? '' : ' (already running)'}`);
       return { totalMs: Date.now() - t0, startedAny };
+    },
+
+    async stopService(name, { kill = false } = {}) {
+      if (name === 'postgres') {
+        const install = pg.findPostgres();
+        const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
+        if (!install || !layout) return 'not running';
+        if (kill) {
+          const pid = pg.postgresPid(layout);
+          if (pid === undefined || !isAlive(pid)) return 'not running';
+          process.kill(pid, 'SIGKILL');
+          while (isAlive(pid)) await new Promise((r) => setTimeout(r, 50));
+          return 'killed';
+        }
+        return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';
+      }
+      const pid = runningPid(name);
+      if (pid === undefined) return 'not running';
+      if (!kill) {
+        const outcome = await stopProcess(pid, name === 'connect' ? 30_000 : 20_000);
+        return outcome === 'absent' ? 'not running' : outcome;
+      }
+      process.kill(pid, 'SIGKILL');
+      const deadline = Date.now() + 10_000;
+      while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      return 'killed';
     },
 
     async down({ clean = false } = {}, onStep = () => {}) {

@@ -24,6 +24,7 @@ describe('resolveSettings', () => {
       infrastructureBackoff: { initialDelayMs: 500, maxDelayMs: 30_000 },
       partitionsConsumedConcurrently: 4,
       maxWaitTimeInMs: 50,
+      sessionTimeoutMs: 10_000,
       fromBeginning: true,
       poolSize: 6,
       lanes: 1,

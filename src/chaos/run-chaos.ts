@@ -1,0 +1,532 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+import { percentiles, round } from '../bench/stats';
+import { createCodec, registerSchemas, topicForReplacement } from '../codec';
+import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
+import { connectorStatus, deleteConnector, deployConnector, restartConnector } from '../connector';
+import { clientConfig, createPool, withClient } from '../db';
+import { createKafka } from '../kafka';
+import type { Logger } from '../log';
+import { createOutboxWriter, type OutboxWriter } from '../producer';
+import { provision } from '../provision';
+import { createStack } from '../stack';
+import { PROJECT_ROOT } from '../stack/paths';
+
+export type Pipeline = 'cdc' | 'relay';
+export type FaultKind = 'kill-connect' | 'kill-relay' | 'restart-kafka' | 'restart-postgres' | 'kill-router';
+
+export interface ChaosProfile {
+  events: number;
+  aggregates: number;
+  writers: number;
+  /** Events per second the writers aim at, all together. */
+  rate: number;
+  rollbackShare: number;
+}
+
+export const PROFILES: Record<'full' | 'ci', ChaosProfile> = {
+  full: { events: 20_000, aggregates: 200, writers: 4, rate: 250, rollbackShare: 0.1 },
+  ci: { events: 6_000, aggregates: 200, writers: 4, rate: 200, rollbackShare: 0.1 },
+};
+
+/** The issue's plan: Connect (or the relay) killed twice, Kafka and PostgreSQL restarted once, the router killed three times. */
+export function faultPlan(pipeline: Pipeline): Array<{ at: number; kind: FaultKind }> {
+  const killCdc: FaultKind = pipeline === 'cdc' ? 'kill-connect' : 'kill-relay';
+  return [
+    { at: 0.1, kind: 'kill-router' },
+    { at: 0.2, kind: killCdc },
+    { at: 0.35, kind: 'restart-kafka' },
+    { at: 0.5, kind: 'kill-router' },
+    { at: 0.6, kind: 'restart-postgres' },
+    { at: 0.75, kind: killCdc },
+    { at: 0.85, kind: 'kill-router' },
+  ];
+}
+
+export interface FaultRecord {
+  kind: FaultKind;
+  /** Committed events when it was injected. */
+  atCommitted: number;
+  /** Until an event committed after the fault was handled. */
+  recoveryMs: number | null;
+  notes: string[];
+}
+
+export interface ChaosReport {
+  pipeline: Pipeline;
+  profile: ChaosProfile;
+  events: { attempted: number; committed: number; rolledBack: number; notCommittedOnError: number; ambiguousCommits: number };
+  faults: FaultRecord[];
+  lost: number;
+  phantom: number;
+  doubleApplied: number;
+  orderViolations: number;
+  /** Records on the topic beyond one per committed event: the at-least-once window. */
+  duplicatesDelivered: number;
+  recordsOnTopic: number;
+  slotLagBytes: number | null;
+  commitToHandledMs: Record<string, number>;
+  seconds: number;
+  ok: boolean;
+  /** Operator actions the run had to take (e.g. restarting a FAILED task): each is a finding. */
+  interventions: string[];
+}
+
+export interface ChaosOptions {
+  pipeline: Pipeline;
+  /** Where the router's and relay's logs go (default reports/). */
+  logDir?: string;
+  /** Only these fault kinds of the plan (default: all). */
+  only?: readonly FaultKind[];
+  profile: ChaosProfile;
+  log: Logger;
+  progress?: (line: string) => void;
+}
+
+const HANDLERS_JS = `module.exports = { order: { OrderCreated: async (event, { tx }) => {
+  await tx.query('INSERT INTO chaos_effects (event_id, aggregate_id, seq) VALUES ($1, $2, $3)', [event.id, event.aggregateId, Number(event.headers.seq)]);
+} } };\n`;
+
+/**
+ * One chaos run: concurrent writers (some transactions rolled back on purpose) push events through
+ * CDC (Debezium) or the polling relay to a router process, while faults are injected on the real
+ * stack. Afterwards the database and the topic are checked: every committed event applied exactly
+ * once, nothing from a rolled-back transaction anywhere, per-aggregate order intact at the handler.
+ */
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const { pipeline, profile, log } = options;
+  const say = (line: string) => (options.progress ? options.progress(line) : log.info(line));
+  const t0 = Date.now();
+  const stack = createStack();
+  await stack.up((e) => log.debug(e.detail));
+  const run = `chaos${pipeline}${Date.now().toString(36)}`;
+  const topicReplacement = `${run}.outbox.event.\${routedByValue}`;
+  const overrides: OutboxOptions = {
+    database: { database: run },
+    connector: { name: `outbox-${run}`, slotName: `${run}_slot`, topicPrefix: run, topicReplacement },
+  };
+  const base = loadConfig({ overrides: { connector: overrides.connector } });
+  await withClient(clientConfig(base.database, { database: 'postgres' }), (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(run)}`));
+  const config = loadConfig({ overrides });
+  const dir = mkdtempSync(join(tmpdir(), `${run}-`));
+  const configFile = join(dir, 'config.json');
+  writeFileSync(configFile, JSON.stringify({ database: { database: run }, connector: overrides.connector, relay: {} }));
+  const handlersFile = join(dir, 'handlers.js');
+  writeFileSync(handlersFile, HANDLERS_JS);
+  const topic = topicForReplacement(topicReplacement)('order');
+  const interventions: string[] = [];
+  const logDir = options.logDir ?? join(PROJECT_ROOT, 'reports');
+  mkdirSync(logDir, { recursive: true });
+  const children = new Set<ChildProcess>();
+  let pool: Pool | undefined;
+  try {
+    await provision(config);
+    pool = createPool(config.database, { max: profile.writers + 4, application_name: 'outbox-chaos' });
+    pool.on('error', () => {});
+    await pool.query('CREATE TABLE chaos_business (aggregate_id text NOT NULL, seq int NOT NULL)');
+    await pool.query('CREATE TABLE chaos_effects (n bigserial PRIMARY KEY, event_id uuid NOT NULL, aggregate_id text NOT NULL, seq int NOT NULL, handled_at timestamptz NOT NULL DEFAULT clock_timestamp())');
+    await registerSchemas(config, { log });
+    const admin = createKafka(config, { role: 'chaos' }).admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+    await admin.disconnect();
+    if (pipeline === 'cdc') {
+      await deployConnector(config, { log });
+      say(`connector ${config.connector.name} RUNNING`);
+    }
+
+    const spawnPart = (part: 'router' | 'relay'): ChildProcess => {
+      const args =
+        part === 'router'
+          ? ['router', '-c', configFile, '--handlers', handlersFile, '--consumer', run, '--topics', `^${run}\\.outbox\\.event\\.`, '--metrics-port', '0']
+          : ['relay', '-c', configFile, '--workers', '4', '--metrics-port', '0'];
+      // Its log goes next to the report, so a failed run can be explained.
+      const logFd = openSync(join(logDir, `${run}-${part}.log`), 'a');
+      const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-format', 'json', '--log-level', 'warn', ...args], {
+        stdio: ['ignore', logFd, logFd],
+        env: { ...process.env, ...stackEnvFor(config) },
+      });
+      closeSync(logFd);
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+      return child;
+    };
+    let router = spawnPart('router');
+    let relay = pipeline === 'relay' ? spawnPart('relay') : undefined;
+
+    const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(topicReplacement) });
+    const writer = createOutboxWriter({ outbox: config.outbox, codec });
+    const state = newWriteState(profile);
+    const writing = writeEvents(pool, writer, profile, state);
+
+    // Faults, in order, each at its share of the events; recovery is measured in the background.
+    const faults: FaultRecord[] = [];
+    const recoveries: Array<Promise<void>> = [];
+    for (const { at, kind } of faultPlan(pipeline).filter((f) => !options.only || options.only.includes(f.kind))) {
+      while (state.attempted < profile.events * at && !state.done) await sleep(100);
+      const record: FaultRecord = { kind, atCommitted: state.committed.size, recoveryMs: null, notes: [] };
+      faults.push(record);
+      const injectedAt = Date.now();
+      say(`fault: ${kind} at ${state.committed.size} committed`);
+      if (kind === 'kill-router') {
+        router.kill('SIGKILL');
+        await waitExit(router);
+        router = spawnPart('router');
+      } else if (kind === 'kill-relay') {
+        relay?.kill('SIGKILL');
+        if (relay) await waitExit(relay);
+        relay = spawnPart('relay');
+      } else if (kind === 'kill-connect') {
+        record.notes.push(`connect: ${await stack.stopService('connect', { kill: true })}`);
+        await stack.up((e) => log.debug(e.detail));
+      } else if (kind === 'restart-kafka') {
+        record.notes.push(`kafka: ${await stack.stopService('kafka')}`);
+        await sleep(2_000);
+        await stack.up((e) => log.debug(e.detail));
+      } else if (kind === 'restart-postgres') {
+        record.notes.push(`postgres: ${await stack.stopService('postgres')}`);
+        await sleep(2_000);
+        await stack.up((e) => log.debug(e.detail));
+      }
+      recoveries.push(
+        measureRecovery(pool, state, injectedAt, 180_000).then((ms) => {
+          record.recoveryMs = ms;
+          say(`recovered from ${kind} in ${ms === null ? 'NOT WITHIN 180 s' : `${(ms / 1000).toFixed(1)} s`}`);
+        }),
+      );
+      if (pipeline === 'cdc') await superviseConnector(config, interventions, record, log);
+    }
+    await writing;
+    say(`writes done: ${state.committed.size} committed, ${state.rolledBack.size} rolled back, ${state.ambiguous} ambiguous commits resolved`);
+
+    // Drain: every committed event handled (or give up after 5 minutes and report what is missing).
+    const deadline = Date.now() + 300_000;
+    let handled = 0;
+    for (;;) {
+      handled = await countHandled(pool);
+      if (handled >= state.committed.size || Date.now() > deadline) break;
+      if (pipeline === 'cdc') await superviseConnector(config, interventions, undefined, log);
+      say(`draining: ${handled}/${state.committed.size} handled`);
+      await sleep(1_000);
+    }
+    await Promise.all(recoveries);
+    await sleep(2_000); // a late duplicate would show up in the checks below
+
+    const checks = await verify(pool, state);
+    const topicScan = await scanTopic(config, topic, state);
+    const slotLagBytes = pipeline === 'cdc' ? await settledSlotLag(pool, config.connector.slotName) : null;
+    const latencies = await commitToHandled(pool, state);
+    const report: ChaosReport = {
+      pipeline,
+      profile,
+      events: {
+        attempted: state.attempted,
+        committed: state.committed.size,
+        rolledBack: state.rolledBack.size,
+        notCommittedOnError: state.failed.size,
+        ambiguousCommits: state.ambiguous,
+      },
+      faults,
+      lost: checks.lost,
+      phantom: checks.phantom + topicScan.phantomOnTopic,
+      doubleApplied: checks.doubleApplied,
+      orderViolations: checks.orderViolations,
+      duplicatesDelivered: topicScan.records - topicScan.distinct,
+      recordsOnTopic: topicScan.records,
+      slotLagBytes,
+      commitToHandledMs: latencies,
+      seconds: round((Date.now() - t0) / 1000, 1),
+      ok: false,
+      interventions,
+    };
+    report.ok =
+      report.lost === 0 &&
+      report.phantom === 0 &&
+      report.doubleApplied === 0 &&
+      report.orderViolations === 0 &&
+      topicScan.missingOnTopic === 0 &&
+      faults.every((f) => f.recoveryMs !== null) &&
+      (slotLagBytes === null || slotLagBytes <= 16 * 2 ** 20);
+    return report;
+  } finally {
+    for (const child of children) child.kill('SIGKILL');
+    await pool?.end().catch(() => {});
+    if (pipeline === 'cdc') await deleteConnector(config, { dropSlot: true }).catch((e: Error) => log.warn({ err: e.message }, 'chaos: connector cleanup failed'));
+    await withClient(clientConfig(base.database, { database: 'postgres' }), async (c) => {
+      await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [run]);
+      await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(run)} WITH (FORCE)`);
+    }).catch((e: Error) => log.warn({ err: e.message }, 'chaos: database cleanup failed'));
+    const admin = createKafka(config, { role: 'chaos' }).admin();
+    await admin
+      .connect()
+      .then(async () => {
+        const topics = (await admin.listTopics()).filter((t) => t.startsWith(`${run}.`) || t.startsWith(`${run}_`));
+        if (topics.length) await admin.deleteTopics({ topics });
+      })
+      .catch(() => {})
+      .finally(() => admin.disconnect().catch(() => {}));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function stackEnvFor(config: OutboxConfig): Record<string, string> {
+  const { database } = config;
+  return { PGHOST: database.host, PGPORT: String(database.port), PGUSER: database.user, PGPASSWORD: database.password ?? '' };
+}
+
+interface WriteState {
+  attempted: number;
+  /** event id → commit time (ms) */
+  committed: Map<string, number>;
+  rolledBack: Set<string>;
+  /** Failed before COMMIT was sent (a fault): never committed. */
+  failed: Set<string>;
+  ambiguous: number;
+  done: boolean;
+}
+
+function newWriteState(_profile: ChaosProfile): WriteState {
+  return { attempted: 0, committed: new Map(), rolledBack: new Set(), failed: new Set(), ambiguous: 0, done: false };
+}
+
+/**
+ * Writers own disjoint aggregates, so an aggregate's commit order is its `seq` order. A transaction
+ * rolled back on purpose uses the next seq but does not consume it. A COMMIT whose outcome is unknown
+ * (the connection died during it) is resolved by looking for the outbox row once the database is back.
+ */
+async function writeEvents(pool: Pool, writer: OutboxWriter, profile: ChaosProfile, state: WriteState): Promise<void> {
+  const aggregates = Array.from({ length: profile.aggregates }, (_, i) => `agg-${String(i).padStart(4, '0')}`);
+  const nextSeq = new Map(aggregates.map((a) => [a, 1]));
+  const intervalMs = (1000 * profile.writers) / profile.rate;
+  let slot = 0;
+  const take = () => (slot < profile.events ? slot++ : undefined);
+  const writerLoop = async (w: number) => {
+    const mine = aggregates.filter((_, i) => i % profile.writers === w);
+    let turn = 0;
+    let nextAt = Date.now();
+    for (let n = take(); n !== undefined; n = take()) {
+      nextAt += intervalMs;
+      const wait = nextAt - Date.now();
+      if (wait > 0) await sleep(wait);
+      const aggregate = mine[turn++ % mine.length] as string;
+      const seq = nextSeq.get(aggregate) as number;
+      const rollback = (n * 7919) % 100 < profile.rollbackShare * 100;
+      state.attempted++;
+      const outcome = await oneTransaction(pool, writer, aggregate, seq, rollback);
+      if (outcome.kind === 'committed') {
+        state.committed.set(outcome.id, outcome.at);
+        nextSeq.set(aggregate, seq + 1);
+      } else if (outcome.kind === 'rolled-back') {
+        state.rolledBack.add(outcome.id);
+      } else if (outcome.kind === 'failed') {
+        state.failed.add(outcome.id);
+      } else {
+        state.ambiguous++;
+        const committed = await resolveAmbiguous(pool, outcome.id);
+        if (committed) {
+          state.committed.set(outcome.id, outcome.at);
+          nextSeq.set(aggregate, seq + 1);
+        } else {
+          state.failed.add(outcome.id);
+        }
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: profile.writers }, (_, w) => writerLoop(w)));
+  } finally {
+    state.done = true;
+  }
+}
+
+type TxOutcome = { kind: 'committed' | 'rolled-back' | 'failed' | 'ambiguous'; id: string; at: number };
+
+async function oneTransaction(pool: Pool, writer: OutboxWriter, aggregate: string, seq: number, rollback: boolean): Promise<TxOutcome> {
+  for (;;) {
+    let client;
+    try {
+      client = await pool.connect();
+    } catch {
+      await sleep(200); // the database is down: wait, nothing was attempted
+      continue;
+    }
+    let id = '';
+    let commitSent = false;
+    try {
+      await client.query('BEGIN');
+      await client.query('INSERT INTO chaos_business (aggregate_id, seq) VALUES ($1, $2)', [aggregate, seq]);
+      const written = await writer.writeEvent(client, {
+        aggregateType: 'order',
+        aggregateId: aggregate,
+        type: 'OrderCreated',
+        headers: { seq: String(seq) },
+        payload: { orderId: aggregate, customerId: 'chaos', currency: 'EUR', totalCents: seq, lines: [], placedAt: new Date() },
+      });
+      id = written.id;
+      if (rollback) {
+        await client.query('ROLLBACK');
+        client.release();
+        return { kind: 'rolled-back', id, at: Date.now() };
+      }
+      commitSent = true;
+      await client.query('COMMIT');
+      client.release();
+      return { kind: 'committed', id, at: Date.now() };
+    } catch (error) {
+      client.release(error as Error);
+      if (!id) {
+        await sleep(200); // failed before the event existed: try the same seq again
+        continue;
+      }
+      return { kind: commitSent ? 'ambiguous' : 'failed', id, at: Date.now() };
+    }
+  }
+}
+
+async function resolveAmbiguous(pool: Pool, id: string): Promise<boolean> {
+  for (;;) {
+    try {
+      const { rowCount } = await pool.query('SELECT 1 FROM outbox WHERE id = $1', [id]);
+      return (rowCount ?? 0) > 0;
+    } catch {
+      await sleep(500);
+    }
+  }
+}
+
+/** Until an event committed after `since` has been handled. */
+async function measureRecovery(pool: Pool, state: WriteState, since: number, timeoutMs: number): Promise<number | null> {
+  const deadline = since + timeoutMs;
+  while (Date.now() < deadline) {
+    const after = [...state.committed.entries()].filter(([, at]) => at > since).map(([id]) => id);
+    if (after.length > 0) {
+      try {
+        const { rows } = await pool.query<{ at: string }>(
+          'SELECT (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects WHERE event_id = ANY($1::uuid[])',
+          [after.slice(0, 5_000)],
+        );
+        if (rows[0]?.at) return Math.max(0, Math.round(Number(rows[0].at) - since));
+      } catch {
+        // the database is restarting
+      }
+    } else if (state.done) {
+      return 0; // nothing was committed after the fault: nothing to recover
+    }
+    await sleep(250);
+  }
+  return null;
+}
+
+/** Restarts a FAILED connector task, as an operator (or `connector:restart`) would, and records it. */
+async function superviseConnector(config: OutboxConfig, interventions: string[], record: FaultRecord | undefined, log: Logger): Promise<void> {
+  try {
+    const status = await connectorStatus(config);
+    const failed = [{ state: status.state, trace: status.trace }, ...status.tasks].filter((t) => t.state === 'FAILED');
+    if (failed.length > 0) {
+      const why = failed.map((f) => (f.trace ?? '').split('\n')[0]).join('; ');
+      const note = `restarted FAILED connector/task after ${record?.kind ?? 'drain'}: ${why}`;
+      interventions.push(note);
+      record?.notes.push(note);
+      log.warn(note);
+      await restartConnector(config);
+    }
+  } catch {
+    // Connect is still starting: look again next time
+  }
+}
+
+async function countHandled(pool: Pool): Promise<number> {
+  try {
+    return Number((await pool.query<{ n: string }>('SELECT count(DISTINCT event_id) AS n FROM chaos_effects')).rows[0]?.n ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+async function verify(pool: Pool, state: WriteState): Promise<{ lost: number; phantom: number; doubleApplied: number; orderViolations: number }> {
+  const { rows } = await pool.query<{ event_id: string; aggregate_id: string; seq: number }>('SELECT event_id, aggregate_id, seq FROM chaos_effects ORDER BY n');
+  const counts = new Map<string, number>();
+  for (const r of rows) counts.set(r.event_id, (counts.get(r.event_id) ?? 0) + 1);
+  const lost = [...state.committed.keys()].filter((id) => !counts.has(id)).length;
+  const phantom = [...counts.keys()].filter((id) => !state.committed.has(id)).length;
+  const doubleApplied = [...counts.values()].filter((n) => n > 1).length;
+  const lastSeq = new Map<string, number>();
+  let orderViolations = 0;
+  for (const r of rows) {
+    const prev = lastSeq.get(r.aggregate_id) ?? 0;
+    if (r.seq <= prev) orderViolations++;
+    lastSeq.set(r.aggregate_id, r.seq);
+  }
+  return { lost, phantom, doubleApplied, orderViolations };
+}
+
+/** Reads the whole topic: records, distinct ids, anything of a rolled-back or failed transaction, anything missing. */
+async function scanTopic(config: OutboxConfig, topic: string, state: WriteState): Promise<{ records: number; distinct: number; phantomOnTopic: number; missingOnTopic: number }> {
+  const kafka = createKafka(config, { role: 'chaos-scan' });
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, BigInt(o.high)]));
+  await admin.disconnect();
+  const ids: string[] = [];
+  const remaining = new Set([...ends.entries()].filter(([, high]) => high > 0n).map(([p]) => p));
+  const consumer = kafka.consumer({ groupId: `${topic}-scan-${Date.now()}`, maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  await new Promise<void>((resolve, reject) => {
+    if (remaining.size === 0) return resolve();
+    const timer = setTimeout(() => reject(new Error(`chaos: reading ${topic} did not reach its end in 120 s`)), 120_000);
+    void consumer
+      .run({
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) ids.push(String(m.headers?.id ?? ''));
+          const last = BigInt(batch.messages.at(-1)?.offset ?? '-1');
+          if (last >= (ends.get(batch.partition) ?? 0n) - 1n) remaining.delete(batch.partition);
+          if (remaining.size === 0) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      })
+      .catch(reject);
+  });
+  await consumer.disconnect();
+  const distinct = new Set(ids);
+  const phantomOnTopic = [...distinct].filter((id) => state.rolledBack.has(id) || state.failed.has(id) || !state.committed.has(id)).length;
+  const missingOnTopic = [...state.committed.keys()].filter((id) => !distinct.has(id)).length;
+  return { records: ids.length, distinct: distinct.size, phantomOnTopic, missingOnTopic };
+}
+
+/** Slot lag once the connector has caught up (the heartbeat confirms an idle slot every 10 s). */
+async function settledSlotLag(pool: Pool, slot: string): Promise<number | null> {
+  let lag: number | null = null;
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const { rows } = await pool.query<{ lag: string | null }>(
+      'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
+      [slot],
+    );
+    lag = rows[0]?.lag == null ? null : Number(rows[0].lag);
+    if (lag !== null && lag <= 16 * 2 ** 20) return lag;
+    await sleep(1_000);
+  }
+  return lag;
+}
+
+async function commitToHandled(pool: Pool, state: WriteState): Promise<Record<string, number>> {
+  const { rows } = await pool.query<{ event_id: string; at: number }>(
+    'SELECT event_id, (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects GROUP BY event_id',
+  );
+  const latencies = rows.filter((r) => state.committed.has(r.event_id)).map((r) => Math.max(0, Number(r.at) - (state.committed.get(r.event_id) as number)));
+  return Object.fromEntries(Object.entries(percentiles(latencies, [50, 99])).map(([k, v]) => [k, round(v, 1)]));
+}
+
+async function waitExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise((r) => child.once('exit', r));
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
