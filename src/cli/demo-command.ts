@@ -17,7 +17,7 @@ export function demoCommand(): Command {
   return withConfigOption(
     new Command('demo').description(
       'The whole pipeline on the local stack in one command: start the stack if needed, provision Postgres, register the schemas, deploy the connector, ' +
-        "run the router (example handlers) in-process, write orders through the source article's CreateOrder (some rolled back on purpose), and check " +
+        "run the router (example handlers) and the slot-lag watchdog in-process, write orders through the source article's CreateOrder (some rolled back on purpose), and check " +
         'from the database that every committed event was handled exactly once and no rolled-back one was seen. Exits 1 if not.',
     ),
   )

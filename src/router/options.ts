@@ -60,7 +60,7 @@ export interface RouterOptions extends RouterSettings {
   /** Brokers, database, registry and inbox table come from here. */
   config: OutboxConfig;
   handlers: Handlers;
-  /** Topics to consume. Default /^outbox\.event\..+/. Matched against the topics that exist at start(). */
+  /** Topics to consume. Default /^outbox\.event\..+/. Matched at start() and every topicRefreshMs (new topics are subscribed while running). */
   topics?: RegExp;
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;
