@@ -38,7 +38,7 @@ describe('db:provision', () => {
 
   it('applies the migrations once; a second run is a no-op', async () => {
     const first = await provision(config);
-    expect(first.applied).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication']);
+    expect(first.applied).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index']);
     expect(first.rolesCreated.sort()).toEqual([config.roles.app, config.roles.cdc, config.roles.monitor].sort());
 
     const second = await provision(config);
@@ -85,9 +85,9 @@ describe('db:provision', () => {
     const raceConfig = testConfig(other.name, { roles: config.roles });
     try {
       const reports = await Promise.all([provision(raceConfig), provision(raceConfig), provision(raceConfig)]);
-      expect(reports.flatMap((r) => r.applied).sort()).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication']);
+      expect(reports.flatMap((r) => r.applied).sort()).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index']);
       const count = await withClient(other.name, (c) => c.query('SELECT count(*)::int AS n FROM outbox_migrations'));
-      expect(count.rows[0].n).toBe(4);
+      expect(count.rows[0].n).toBe(6);
     } finally {
       await other.drop();
     }
