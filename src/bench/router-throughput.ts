@@ -29,6 +29,10 @@ export interface RouterThroughputOptions {
   lanes?: number;
   maxTransactionRecords?: number;
   onTick?(phase: string, done: number, total: number): void;
+  /** Topic, group and inbox consumer name (default benchrouter<time>); the bench puts its run id in it. */
+  name?: string;
+  /** The router child's pid, so CPU samples can tell it apart. */
+  onChild?(pid: number): void;
 }
 
 /**
@@ -42,7 +46,7 @@ export async function measureRouterThroughput(options: RouterThroughputOptions):
   const partitions = options.partitions ?? 4;
   const lanes = options.lanes ?? 1;
   const maxTransactionRecords = options.maxTransactionRecords ?? 100;
-  const run = `benchrouter${Date.now().toString(36)}`;
+  const run = options.name ?? `benchrouter${Date.now().toString(36)}`;
   const topic = `${run}.outbox.event.order`;
   const kafka = createKafka(config, { role: 'bench' });
   const admin = kafka.admin();
@@ -75,6 +79,7 @@ export async function measureRouterThroughput(options: RouterThroughputOptions):
         stdio: ['ignore', 'ignore', 'inherit'],
       },
     );
+    if (child.pid) options.onChild?.(child.pid);
     let rssMax = 0;
     const started = Date.now();
     // Process start and group join are not throughput: the clock starts at the first handled event.

@@ -1,0 +1,76 @@
+/**
+ * DESIGN.md's performance targets and the verdict of each measured figure against them. Pure: no I/O,
+ * so the verdicts and their `why` notes are unit-tested.
+ */
+import type { Load } from './load';
+
+export type Comparator = '>=' | '<=';
+
+export interface Verdict {
+  /** Stable key, e.g. `cdc.latency1000.p99`. */
+  id: string;
+  /** Table section. */
+  part: string;
+  what: string;
+  value: number;
+  unit: string;
+  /** Undefined: a figure reported for reference, with no target of its own. */
+  target?: { comparator: Comparator; value: number; text?: string };
+  /** Undefined when there is no target or the figure could not be measured. */
+  pass?: boolean;
+  /** For a missed target: what the measurement shows about the cause. */
+  why?: string;
+}
+
+export const TARGETS = {
+  throughput: { comparator: '>=', value: 5000 },
+  latencyP50: { comparator: '<=', value: 30 },
+  latencyP99: { comparator: '<=', value: 100 },
+  writerRatio: { comparator: '>=', value: 0.85 },
+  routerRatio: { comparator: '>=', value: 0.5 },
+  routerRssMb: { comparator: '<=', value: 200 },
+  watchdogPollMs: { comparator: '<=', value: 5 },
+  watchdogDetectionIntervals: { comparator: '<=', value: 2 },
+  stackMemoryMb: { comparator: '<=', value: 3 * 1024 },
+} as const satisfies Record<string, { comparator: Comparator; value: number }>;
+
+/** NaN and ±Infinity never pass a target: an unmeasured figure is not a met one. */
+export function meets(value: number, target: { comparator: Comparator; value: number }): boolean {
+  if (!Number.isFinite(value)) return false;
+  return target.comparator === '>=' ? value >= target.value : value <= target.value;
+}
+
+export function verdict(v: Omit<Verdict, 'pass'>): Verdict {
+  return v.target ? { ...v, pass: meets(v.value, v.target) } : { ...v };
+}
+
+const LABELS: Record<string, string> = {
+  benchNode: 'bench node process',
+  postgres: 'postgres',
+  connect: 'Kafka Connect (Debezium)',
+  kafka: 'Kafka broker',
+  registry: 'schema registry',
+  routerChild: 'router process',
+  otherNode: 'other node processes',
+  other: 'other processes',
+};
+
+/**
+ * One sentence on where the CPU went during a measurement, from /proc samples: the machine's busy share
+ * and the processes that used most of it. `benchRole` names what the bench's own node process did.
+ */
+export function cpuNote(load: Load | undefined, benchRole = 'writer + router'): string {
+  if (!load) return 'no CPU samples';
+  const entries = Object.entries(load.cpuPct)
+    .filter(([, v]) => v >= 5)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${LABELS[k] ?? k}${k === 'benchNode' ? ` (${benchRole})` : ''} ${Math.round(v)}%`);
+  const capacity = load.cores * 100;
+  const busy = Math.round(load.machineBusyPct);
+  const saturated = load.machineBusyPct >= 0.9 * capacity;
+  const nodeBound = (load.cpuPct.benchNode ?? 0) >= 90;
+  const parts = [`machine CPU ${busy}% of ${capacity}%${saturated ? ' (saturated)' : ''}`];
+  if (entries.length > 0) parts.push(`by process (100% = one core): ${entries.join(', ')}`);
+  if (nodeBound) parts.push(`the bench's node process is single-threaded and used a full core: ${benchRole} compete for it`);
+  return parts.join('; ');
+}

@@ -1,0 +1,54 @@
+import type { Load } from '../../../src/bench/load';
+import { cpuNote, meets, TARGETS, verdict } from '../../../src/bench/targets';
+
+const load = (cpuPct: Record<string, number>, machineBusyPct: number): Load => ({ seconds: 5, cores: 2, machineBusyPct, cpuPct });
+
+describe('target verdicts', () => {
+  it('>= and <= compare inclusively', () => {
+    expect(meets(5000, TARGETS.throughput)).toBe(true);
+    expect(meets(4999.9, TARGETS.throughput)).toBe(false);
+    expect(meets(100, TARGETS.latencyP99)).toBe(true);
+    expect(meets(100.1, TARGETS.latencyP99)).toBe(false);
+  });
+
+  it('an unmeasured figure (NaN, Infinity) never passes', () => {
+    expect(meets(Number.NaN, TARGETS.latencyP50)).toBe(false);
+    expect(meets(Number.NaN, TARGETS.throughput)).toBe(false);
+    expect(meets(Infinity, TARGETS.watchdogDetectionIntervals)).toBe(false);
+    expect(meets(Infinity, TARGETS.throughput)).toBe(false);
+  });
+
+  it('a figure without a target has no pass', () => {
+    expect(verdict({ id: 'x', part: 'p', what: 'w', value: 1, unit: 'u' }).pass).toBeUndefined();
+    expect(verdict({ id: 'x', part: 'p', what: 'w', value: 0.9, unit: 'x', target: TARGETS.writerRatio }).pass).toBe(true);
+    expect(verdict({ id: 'x', part: 'p', what: 'w', value: 0.8, unit: 'x', target: TARGETS.writerRatio }).pass).toBe(false);
+  });
+
+  it('DESIGN.md targets', () => {
+    expect(TARGETS.latencyP50).toEqual({ comparator: '<=', value: 30 });
+    expect(TARGETS.latencyP99).toEqual({ comparator: '<=', value: 100 });
+    expect(TARGETS.writerRatio.value).toBe(0.85);
+    expect(TARGETS.routerRatio.value).toBe(0.5);
+    expect(TARGETS.watchdogPollMs.value).toBe(5);
+    expect(TARGETS.watchdogDetectionIntervals.value).toBe(2);
+    expect(TARGETS.routerRssMb.value).toBe(200);
+  });
+});
+
+describe('cpuNote', () => {
+  it('names a saturated machine and its biggest users, largest first, leaving out small ones', () => {
+    const note = cpuNote(load({ postgres: 80, benchNode: 60, connect: 40, kafka: 3 }, 195));
+    expect(note).toContain('machine CPU 195% of 200% (saturated)');
+    expect(note).toMatch(/postgres 80%.*bench node process \(writer \+ router\) 60%.*Kafka Connect \(Debezium\) 40%/);
+    expect(note).not.toContain('Kafka broker');
+  });
+
+  it('says when the single-threaded bench process used a full core', () => {
+    expect(cpuNote(load({ benchNode: 97 }, 120), 'writers')).toContain('used a full core: writers compete for it');
+    expect(cpuNote(load({ benchNode: 50 }, 120))).not.toContain('full core');
+  });
+
+  it('without samples says so', () => {
+    expect(cpuNote(undefined)).toBe('no CPU samples');
+  });
+});
