@@ -16,7 +16,7 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
       `  lost ${r.lost}, phantom ${r.phantom}, double-applied ${r.doubleApplied}, order violations ${r.orderViolations}`,
       `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
       ...r.faults.map((f) => `  fault ${f.kind.padEnd(17)} at ${String(f.atCommitted).padStart(6)} committed → recovered in ${f.recoveryMs === null ? 'NOT RECOVERED' : `${(f.recoveryMs / 1000).toFixed(1)} s`}${f.notes.length ? `  (${f.notes.join('; ')})` : ''}`),
-      ...(r.interventions.length ? [`  interventions: ${r.interventions.join(' | ')}`] : []),
+      ...r.connectorRestarts.map((x) => `  connector restarted by the supervisor: ${x}`),
     );
   }
   return lines.join('\n');

@@ -6,7 +6,7 @@ import type { Pool } from 'pg';
 import { percentiles, round } from '../bench/stats';
 import { createCodec, registerSchemas, topicForReplacement } from '../codec';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
-import { connectorStatus, deleteConnector, deployConnector, restartConnector } from '../connector';
+import { deleteConnector, deployConnector } from '../connector';
 import { clientConfig, createPool, withClient } from '../db';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
@@ -14,6 +14,7 @@ import { createOutboxWriter, type OutboxWriter } from '../producer';
 import { provision } from '../provision';
 import { createStack } from '../stack';
 import { PROJECT_ROOT } from '../stack/paths';
+import { createConnectorSupervisor, type ConnectorSupervisor } from '../watchdog';
 
 export type Pipeline = 'cdc' | 'relay';
 export type FaultKind = 'kill-connect' | 'kill-relay' | 'restart-kafka' | 'restart-postgres' | 'kill-router';
@@ -71,8 +72,8 @@ export interface ChaosReport {
   commitToHandledMs: Record<string, number>;
   seconds: number;
   ok: boolean;
-  /** Operator actions the run had to take (e.g. restarting a FAILED task): each is a finding. */
-  interventions: string[];
+  /** FAILED connector tasks the watchdog's supervisor restarted (CDC): each is a finding about Debezium. */
+  connectorRestarts: string[];
 }
 
 export interface ChaosOptions {
@@ -117,7 +118,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const handlersFile = join(dir, 'handlers.js');
   writeFileSync(handlersFile, HANDLERS_JS);
   const topic = topicForReplacement(topicReplacement)('order');
-  const interventions: string[] = [];
+  const restarts: string[] = [];
+  let supervisor: ConnectorSupervisor | undefined;
   const logDir = options.logDir ?? join(PROJECT_ROOT, 'reports');
   mkdirSync(logDir, { recursive: true });
   const children = new Set<ChildProcess>();
@@ -136,6 +138,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (pipeline === 'cdc') {
       await deployConnector(config, { log });
       say(`connector ${config.connector.name} RUNNING`);
+      // What production runs beside the connector: the watchdog's supervisor restarts FAILED tasks.
+      supervisor = createConnectorSupervisor({
+        config,
+        logger: log,
+        intervalMs: 1_000,
+        backoff: { initialDelayMs: 2_000, maxDelayMs: 30_000 },
+        onRestart: (info) => restarts.push(`${info.failed.join(', ')} FAILED (${info.trace ?? 'no trace'}); restarted, attempt ${info.attempt}`),
+      });
+      supervisor.start();
     }
 
     const spawnPart = (part: 'router' | 'relay'): ChildProcess => {
@@ -161,10 +172,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const writer = createOutboxWriter({ outbox: config.outbox, codec });
     const state = newWriteState(profile);
     const writing = writeEvents(pool, writer, profile, state);
+    writing.catch(() => {});
 
     // Faults, in order, each at its share of the events; recovery is measured in the background.
     const faults: FaultRecord[] = [];
-    const recoveries: Array<Promise<void>> = [];
     for (const { at, kind } of faultPlan(pipeline).filter((f) => !options.only || options.only.includes(f.kind))) {
       while (state.attempted < profile.events * at && !state.done) await sleep(100);
       const record: FaultRecord = { kind, atCommitted: state.committed.size, recoveryMs: null, notes: [] };
@@ -191,14 +202,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         await sleep(2_000);
         await stack.up((e) => log.debug(e.detail));
       }
-      recoveries.push(
-        measureRecovery(pool, state, injectedAt, 180_000).then((ms) => {
-          record.recoveryMs = ms;
-          say(`recovered from ${kind} in ${ms === null ? 'NOT WITHIN 180 s' : `${(ms / 1000).toFixed(1)} s`}`);
-        }),
-      );
-      if (pipeline === 'cdc') await superviseConnector(config, interventions, record, log);
+      // The next fault waits for recovery from this one, so each recovery time is its own.
+      record.recoveryMs = await measureRecovery(pool, state, injectedAt, 180_000);
+      say(`recovered from ${kind} in ${record.recoveryMs === null ? 'NOT WITHIN 180 s' : `${(record.recoveryMs / 1000).toFixed(1)} s`}`);
     }
+    while (state.attempted < profile.events) await sleep(100);
+    state.stopWriting = true;
     await writing;
     say(`writes done: ${state.committed.size} committed, ${state.rolledBack.size} rolled back, ${state.ambiguous} ambiguous commits resolved`);
 
@@ -208,11 +217,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (;;) {
       handled = await countHandled(pool);
       if (handled >= state.committed.size || Date.now() > deadline) break;
-      if (pipeline === 'cdc') await superviseConnector(config, interventions, undefined, log);
       say(`draining: ${handled}/${state.committed.size} handled`);
       await sleep(1_000);
     }
-    await Promise.all(recoveries);
     await sleep(2_000); // a late duplicate would show up in the checks below
 
     const checks = await verify(pool, state);
@@ -240,7 +247,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       commitToHandledMs: latencies,
       seconds: round((Date.now() - t0) / 1000, 1),
       ok: false,
-      interventions,
+      connectorRestarts: restarts,
     };
     report.ok =
       report.lost === 0 &&
@@ -252,6 +259,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       (slotLagBytes === null || slotLagBytes <= 16 * 2 ** 20);
     return report;
   } finally {
+    await supervisor?.stop();
     for (const child of children) child.kill('SIGKILL');
     await pool?.end().catch(() => {});
     if (pipeline === 'cdc') await deleteConnector(config, { dropSlot: true }).catch((e: Error) => log.warn({ err: e.message }, 'chaos: connector cleanup failed'));
@@ -286,10 +294,12 @@ interface WriteState {
   failed: Set<string>;
   ambiguous: number;
   done: boolean;
+  /** Set by the fault loop once every fault has been injected and recovered from, and the planned events written. */
+  stopWriting: boolean;
 }
 
 function newWriteState(_profile: ChaosProfile): WriteState {
-  return { attempted: 0, committed: new Map(), rolledBack: new Set(), failed: new Set(), ambiguous: 0, done: false };
+  return { attempted: 0, committed: new Map(), rolledBack: new Set(), failed: new Set(), ambiguous: 0, done: false, stopWriting: false };
 }
 
 /**
@@ -302,7 +312,8 @@ async function writeEvents(pool: Pool, writer: OutboxWriter, profile: ChaosProfi
   const nextSeq = new Map(aggregates.map((a) => [a, 1]));
   const intervalMs = (1000 * profile.writers) / profile.rate;
   let slot = 0;
-  const take = () => (slot < profile.events ? slot++ : undefined);
+  // Writes go on until the fault loop is done (at least profile.events): every fault meets live traffic.
+  const take = () => (state.stopWriting ? undefined : slot++);
   const writerLoop = async (w: number) => {
     const mine = aggregates.filter((_, i) => i % profile.writers === w);
     let turn = 0;
@@ -418,24 +429,6 @@ async function measureRecovery(pool: Pool, state: WriteState, since: number, tim
     await sleep(250);
   }
   return null;
-}
-
-/** Restarts a FAILED connector task, as an operator (or `connector:restart`) would, and records it. */
-async function superviseConnector(config: OutboxConfig, interventions: string[], record: FaultRecord | undefined, log: Logger): Promise<void> {
-  try {
-    const status = await connectorStatus(config);
-    const failed = [{ state: status.state, trace: status.trace }, ...status.tasks].filter((t) => t.state === 'FAILED');
-    if (failed.length > 0) {
-      const why = failed.map((f) => (f.trace ?? '').split('\n')[0]).join('; ');
-      const note = `restarted FAILED connector/task after ${record?.kind ?? 'drain'}: ${why}`;
-      interventions.push(note);
-      record?.notes.push(note);
-      log.warn(note);
-      await restartConnector(config);
-    }
-  } catch {
-    // Connect is still starting: look again next time
-  }
 }
 
 async function countHandled(pool: Pool): Promise<number> {

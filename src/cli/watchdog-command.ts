@@ -3,7 +3,7 @@ import { loadConfig, type OutboxConfig } from '../config';
 import { isOutboxError } from '../errors';
 import { startHealthServer } from '../router';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
-import { EXIT_CODES, createWatchdog, renderOnce } from '../watchdog';
+import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce } from '../watchdog';
 import { withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -14,6 +14,7 @@ interface WatchdogFlags {
   metricsHost: string;
   json?: boolean;
   config?: string;
+  restartFailedConnector?: boolean;
 }
 
 const int = (name: string) => (value: string) => {
@@ -42,6 +43,7 @@ export function watchdogCommand(): Command {
     .addOption(new Option('--metrics-port <port>', '/metrics and /healthz port (0: any free port)').default(STACK_PORTS.watchdogMetrics).argParser(int('--metrics-port')))
     .option('--metrics-host <host>', 'address for /metrics and /healthz', STACK_HOST)
     .option('--json', 'with --once: print the slots and alerts as JSON instead of a table')
+    .option('--restart-failed-connector', 'also watch the connector (connector.name) and restart FAILED tasks, with backoff (5 s doubling to 10 min); each restart is logged as watchdog.connector-restart and counted in outbox_watchdog_connector_restarts_total')
     .action(
       action(async (flags: WatchdogFlags, command: Command) => {
         if (flags.once) return runOnce(command, flags);
@@ -57,13 +59,17 @@ export function watchdogCommand(): Command {
             return { healthy: h.running && h.lastPollOk !== false, details: { ...h } };
           },
         });
+        const supervisor = flags.restartFailedConnector
+          ? createConnectorSupervisor({ config, logger: log, intervalMs: Math.min(config.watchdog.intervalMs, 10_000), onRestart: () => watchdog.metrics.connectorRestarts.inc({ connector: config.connector.name }) })
+          : undefined;
         watchdog.start();
+        supervisor?.start();
         log.info({ cluster: watchdog.cluster, intervalMs: config.watchdog.intervalMs, metrics: `http://${flags.metricsHost}:${http.port}/metrics` }, 'watchdog started');
         await new Promise<void>((resolveStop) => {
           const stop = (signal: string) => {
             log.info({ signal }, 'watchdog stopping: delivering queued notifications (up to 5 s)');
-            void watchdog
-              .stop(5_000)
+            void Promise.resolve(supervisor?.stop())
+              .then(() => watchdog.stop(5_000))
               .then(() => http.close())
               .finally(() => {
                 log.info({ pending: watchdog.deliverer.pending() }, 'watchdog stopped');

@@ -27,6 +27,8 @@ export function clientConfig(database: OutboxConfig['database'], overrides: Part
 /** Connects, runs `body`, always disconnects. Connection failures name the target and the fix. */
 export async function withClient<T>(config: ClientConfig, body: (client: Client) => Promise<T>): Promise<T> {
   const client = new Client(config);
+  // A server shutdown between statements is an 'error' event; the statement in flight rejects anyway.
+  client.on('error', () => {});
   try {
     await client.connect();
   } catch (error) {
@@ -65,15 +67,31 @@ export function pgCode(error: unknown): string | undefined {
  * A pg Pool that survives the database going away: an idle client's error (a restart, a terminated
  * backend) is an 'error' event on the pool, and without a listener it crashes the whole process.
  * The pool drops that client by itself; we only report it.
+ *
+ * A client that is checked out but between statements (a writer encoding its payload inside BEGIN…
+ * COMMIT, a router handler doing JavaScript work) gets the same 'error' event on the client itself,
+ * where the pool has no listener: the chaos run's PostgreSQL restart crashed a process that way. Every
+ * client of the pool therefore keeps a listener for its whole life; the next statement on it still
+ * fails, as it must, and the caller sees that error.
  */
 export function createPool(database: OutboxConfig['database'], overrides: Partial<PoolConfig> = {}, onIdleError: (error: Error) => void = () => {}): Pool {
   const pool = new Pool({ ...clientConfig(database), ...overrides });
-  pool.on('error', (error) => {
+  const report = (error: Error) => {
     try {
       onIdleError(error);
     } catch {
       // reporting must never crash the process either
     }
-  });
+  };
+  pool.on('error', report);
+  // An idle client's error reaches `report` through the pool's 'error'; a checked-out one's only here.
+  const checkedOut = new WeakSet<object>();
+  pool.on('acquire', (client) => checkedOut.add(client));
+  pool.on('release', (_error, client) => checkedOut.delete(client));
+  pool.on('connect', (client) =>
+    client.on('error', (error) => {
+      if (checkedOut.has(client)) report(error);
+    }),
+  );
   return pool;
 }

@@ -9,3 +9,4 @@ export { createDeliverer, createReceivers, parseRetryAfter, isRetriableStatus, a
 export { createWatchdogMetrics, type WatchdogMetrics } from './metrics';
 export { renderOnce, exitCodeFor, EXIT_CODES } from './once';
 export { measureWatchdog, type WatchdogMeasurement, type MeasureOptions } from './measure';
+export { createConnectorSupervisor, type ConnectorSupervisor, type ConnectorSupervisorOptions } from './connector-supervisor';

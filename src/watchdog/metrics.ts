@@ -16,6 +16,8 @@ export interface WatchdogMetrics {
   recordAlerts(rows: AlertStatusRow[]): void;
   recordDelivery(receiver: string, outcome: 'delivered' | 'retry' | 'failed' | 'dropped'): void;
   setQueue(pending: Record<string, number>): void;
+  /** Restarts by the connector supervisor (--restart-failed-connector). */
+  connectorRestarts: Counter<'connector'>;
 }
 
 const SLOT_LABELS = ['cluster', 'slot_name', 'slot_type', 'database'] as const;
@@ -45,6 +47,7 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
   const lastSuccess = g('outbox_watchdog_last_success_timestamp_seconds', 'When the last successful poll ended (unix time).', ['cluster']);
   const polls = new Counter({ name: 'outbox_watchdog_polls_total', help: 'Polls by outcome (ok, failed).', labelNames: ['cluster', 'outcome'], registers });
   const alertState = g('outbox_watchdog_alert_state', 'State of each non-OK alert: 1 warning, 2 critical (series removed when OK).', ['cluster', 'slot_name', 'rule']);
+  const connectorRestarts = new Counter({ name: 'outbox_watchdog_connector_restarts_total', help: 'FAILED connector instances or tasks restarted by --restart-failed-connector.', labelNames: ['connector'], registers });
   const deliveries = new Counter({ name: 'outbox_watchdog_deliveries_total', help: 'Notification deliveries by receiver and outcome (delivered, retry, failed, dropped).', labelNames: ['receiver', 'outcome'], registers });
   const queue = g('outbox_watchdog_delivery_queue', 'Notifications waiting per receiver.', ['receiver']);
 
@@ -52,6 +55,7 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
 
   return {
     registry,
+    connectorRestarts,
     recordPoll(ok, durationMs, sample, settings) {
       polls.inc({ cluster, outcome: ok ? 'ok' : 'failed' });
       pollUp.set({ cluster }, ok ? 1 : 0);
