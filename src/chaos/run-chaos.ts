@@ -192,15 +192,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         relay = spawnPart('relay');
       } else if (kind === 'kill-connect') {
         record.notes.push(`connect: ${await stack.stopService('connect', { kill: true })}`);
-        await stack.up((e) => log.debug(e.detail));
+        await restartStack(stack, log);
       } else if (kind === 'restart-kafka') {
         record.notes.push(`kafka: ${await stack.stopService('kafka')}`);
         await sleep(2_000);
-        await stack.up((e) => log.debug(e.detail));
+        await restartStack(stack, log);
       } else if (kind === 'restart-postgres') {
         record.notes.push(`postgres: ${await stack.stopService('postgres')}`);
         await sleep(2_000);
-        await stack.up((e) => log.debug(e.detail));
+        await restartStack(stack, log);
       }
       // The next fault waits for recovery from this one, so each recovery time is its own.
       record.recoveryMs = await measureRecovery(pool, state, injectedAt, 180_000);
@@ -514,6 +514,20 @@ async function commitToHandled(pool: Pool, state: WriteState): Promise<Record<st
   );
   const latencies = rows.filter((r) => state.committed.has(r.event_id)).map((r) => Math.max(0, Number(r.at) - (state.committed.get(r.event_id) as number)));
   return Object.fromEntries(Object.entries(percentiles(latencies, [50, 99])).map(([k, v]) => [k, round(v, 1)]));
+}
+
+/** The process supervisor's part: start what was stopped (a few tries: a killed JVM may hold its port a moment). */
+async function restartStack(stack: ReturnType<typeof createStack>, log: Logger): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await stack.up((e) => log.debug(e.detail));
+      return;
+    } catch (error) {
+      if (attempt >= 5) throw error;
+      log.warn({ err: (error as Error).message, attempt }, 'chaos: stack up failed; trying again');
+      await sleep(3_000);
+    }
+  }
 }
 
 async function waitExit(child: ChildProcess): Promise<void> {

@@ -12,7 +12,7 @@ import { createOutboxWriter } from '../producer';
 import { provision } from '../provision';
 import { createRouter, type Handlers } from '../router';
 import { createStack } from '../stack';
-import { createWatchdog } from '../watchdog';
+import { createConnectorSupervisor, createWatchdog } from '../watchdog';
 import { percentiles, round } from '../bench/stats';
 
 export interface DemoOptions {
@@ -83,6 +83,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   // The watchdog polls the connector's slot in-process (every 2 s here), as it would beside a real deployment.
   const watchdogConfig = Object.freeze({ ...config, watchdog: { ...config.watchdog, intervalMs: 2_000 } }) as OutboxConfig;
   const watchdog = createWatchdog({ config: watchdogConfig, logger: log.child({ part: 'watchdog' }) });
+  const supervisor = createConnectorSupervisor({ config, logger: log.child({ part: 'watchdog' }), intervalMs: 2_000 });
   const consumer = 'outbox-demo';
   const companions = [
     {
@@ -91,11 +92,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
         const first = await watchdog.pollOnce();
         if (!first.ok) log.warn({ err: first.error?.message }, 'watchdog: first poll failed');
         watchdog.start();
+        supervisor.start();
       },
-      stop: () => watchdog.stop(1_000),
+      stop: async () => {
+        await supervisor.stop();
+        await watchdog.stop(1_000);
+      },
       summary: () => {
         const h = watchdog.health();
-        return { lastPollOk: h.lastPollOk, alertsFiring: h.firing, slotsWatched: h.slots };
+        return { lastPollOk: h.lastPollOk, alertsFiring: h.firing, slotsWatched: h.slots, connectorRestarts: supervisor.stats().restarts };
       },
     },
     ...(options.companions ?? []),

@@ -253,8 +253,14 @@ export function createStack(options: StackOptions = {}): Stack {
         return outcome === 'absent' ? 'not running' : outcome;
       }
       process.kill(pid, 'SIGKILL');
-      const deadline = Date.now() + 10_000;
-      while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      // Until the process is gone and its ports are free: up() refuses a port still held.
+      const ports = services().find((s) => s.name === name)?.ports ?? [];
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline) {
+        const held = isAlive(pid) || (await Promise.all(ports.map((p) => portInUse(p, STACK_HOST)))).some(Boolean);
+        if (!held) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
       return 'killed';
     },
 

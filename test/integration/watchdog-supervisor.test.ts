@@ -1,0 +1,76 @@
+import type { Pool } from 'pg';
+import type { OutboxConfig } from '../../src/config';
+import { connectorStatus, deleteConnector, deployConnector } from '../../src/connector';
+import { createPool } from '../../src/db';
+import { createLogger } from '../../src/log';
+import { provision } from '../../src/provision';
+import { createConnectorSupervisor } from '../../src/watchdog';
+import { testConfig } from '../support/outbox-config';
+import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+
+jest.setTimeout(180_000);
+
+/**
+ * The watchdog's connector supervisor (--restart-failed-connector) on a real Debezium task that FAILS:
+ * an outbox row larger than the producer's max.request.size, written straight into the table (the
+ * writer would refuse it), is a poison record, so this also shows the backoff that keeps a connector
+ * that fails for good from being restarted in a tight loop.
+ */
+describe('connector supervisor', () => {
+  let db: FreshDatabase;
+  let config: OutboxConfig;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    db = await freshDatabase('supervisor');
+    const prefix = randomName('sup').replace(/-/g, '');
+    config = testConfig(db.name, { connector: { topicPrefix: prefix, topicReplacement: `${prefix}.outbox.event.\${routedByValue}` } });
+    await provision(config);
+    pool = createPool(config.database, { max: 2 });
+    await deployConnector(config);
+  });
+
+  afterAll(async () => {
+    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await pool?.end();
+    await db?.drop();
+  });
+
+  it('restarts a FAILED task, then backs off while it keeps failing, and reports every restart', async () => {
+    await pool.query(
+      `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type)
+       VALUES (gen_random_uuid(), 'order', 'poison', 'OrderCreated', convert_to(repeat('x', $1::int), 'UTF8'), 'application/json')`,
+      [config.outbox.maxPayloadBytes * 2 + 2 ** 20],
+    );
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const status = await connectorStatus(config);
+      if (status.tasks.some((t) => t.state === 'FAILED')) break;
+      if (Date.now() > deadline) throw new Error(`the task did not fail: ${JSON.stringify(status.tasks.map((t) => t.state))}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    let clock = Date.now();
+    const restarts: number[] = [];
+    const supervisor = createConnectorSupervisor({
+      config,
+      logger: createLogger({ level: 'silent' }),
+      backoff: { initialDelayMs: 5_000, maxDelayMs: 60_000 },
+      now: () => clock,
+      onRestart: (info) => restarts.push(info.attempt),
+    });
+    expect(await supervisor.check()).toBe('restarted');
+    // The restarted task meets the same record and fails again; within the backoff nothing is restarted.
+    const failedAgain = Date.now() + 60_000;
+    for (;;) {
+      const status = await connectorStatus(config);
+      if (status.tasks.some((t) => t.state === 'FAILED')) break;
+      if (Date.now() > failedAgain) throw new Error('the restarted task did not fail again');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(await supervisor.check()).toBe('waiting');
+    clock += 5_000; // the first backoff has passed
+    expect(await supervisor.check()).toBe('restarted');
+    expect(restarts).toEqual([1, 2]);
+    expect(supervisor.stats()).toEqual({ restarts: 2, consecutiveFailures: 2 });
+  });
+});
