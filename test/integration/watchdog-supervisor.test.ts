@@ -61,9 +61,12 @@ describe('connector supervisor', () => {
     expect(await supervisor.check()).toBe('restarted');
     // The restarted task meets the same record and fails again; within the backoff nothing is restarted.
     const failedAgain = Date.now() + 60_000;
+    let restarted = false; // the FAILED state from before the restart does not count
     for (;;) {
       const status = await connectorStatus(config);
-      if (status.tasks.some((t) => t.state === 'FAILED')) break;
+      const failed = status.tasks.some((t) => t.state === 'FAILED');
+      if (!failed) restarted = true;
+      if (failed && restarted) break;
       if (Date.now() > failedAgain) throw new Error('the restarted task did not fail again');
       await new Promise((r) => setTimeout(r, 250));
     }
