@@ -3,7 +3,7 @@ import { loadConfig, type OutboxConfig } from '../config';
 import { isOutboxError } from '../errors';
 import { startHealthServer } from '../router';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
-import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce } from '../watchdog';
+import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce, watchdogHealthBody } from '../watchdog';
 import { withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -54,10 +54,7 @@ export function watchdogCommand(): Command {
           host: flags.metricsHost,
           port: flags.metricsPort,
           registry: watchdog.metrics.registry,
-          health: () => {
-            const h = watchdog.health();
-            return { healthy: h.running && h.lastPollOk !== false, details: { ...h } };
-          },
+          health: () => watchdogHealthBody(watchdog),
         });
         const supervisor = flags.restartFailedConnector
           ? createConnectorSupervisor({ config, logger: log, intervalMs: Math.min(config.watchdog.intervalMs, 10_000), onRestart: () => watchdog.metrics.connectorRestarts.inc({ connector: config.connector.name }) })

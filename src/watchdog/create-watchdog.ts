@@ -249,3 +249,16 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     statuses: () => engine.statuses(),
   };
 }
+
+/**
+ * The /healthz answer of a watchdog: healthy while it runs and its last poll worked, with its health
+ * and the alerts firing now by name (what `outbox status` shows).
+ */
+export function watchdogHealthBody(watchdog: Pick<Watchdog, 'health' | 'statuses'>): { healthy: boolean; details: Record<string, unknown> } {
+  const h = watchdog.health();
+  const alerts = watchdog
+    .statuses()
+    .filter((row) => row.level !== 'ok')
+    .map((row) => ({ name: row.rule, slot: row.slot, level: row.level, state: 'firing', summary: row.summary }));
+  return { healthy: h.running && h.lastPollOk !== false, details: { ...h, alerts } };
+}

@@ -1,13 +1,14 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Partitioners, type Admin } from 'kafkajs';
 import { loadConfig, type OutboxConfig } from '../../src/config';
+import { createLogger } from '../../src/log';
+import { startHealthServer } from '../../src/router';
 import { POSTGRES } from '../../src/stack/settings';
 import { collectStatus, renderStatus, type StatusReport } from '../../src/status';
+import { createWatchdog, watchdogHealthBody } from '../../src/watchdog';
 import { randomIdentifier, randomName, testKafka, withClient } from '../support/stack-env';
 
 /**
@@ -175,22 +176,20 @@ describe('outbox status (real stack)', () => {
     expect(screen).toContain(`${slotName} (other)`);
   });
 
-  it('shows the /healthz body of a running watchdog and the alerts it reports firing', async () => {
-    // A stand-in for the watchdog (src/watchdog is built separately): a plain HTTP server on a free port.
-    const body = { status: 'degraded', alerts: [{ name: 'SlotInactive', state: 'firing' }, { name: 'SlotLagHigh', state: 'inactive' }] };
-    const server = createServer((req, res) => {
-      res.writeHead(req.url === '/healthz' ? 503 : 404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(req.url === '/healthz' ? body : {}));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  it('shows a running watchdog (the real one, on its /healthz) and the alerts it has firing', async () => {
+    const missing = randomName('status_gone').replace(/-/g, '_');
+    const wdConfig = loadConfig({ env: {}, overrides: { database: { database: config.database.database }, watchdog: { slots: [missing] } } });
+    const watchdog = createWatchdog({ config: wdConfig, logger: createLogger({ level: 'silent' }) });
+    await watchdog.pollOnce(); // a listed slot that does not exist: SlotMissing fires at once (critical)
+    const http = await startHealthServer({ host: '127.0.0.1', port: 0, registry: watchdog.metrics.registry, health: () => watchdogHealthBody(watchdog) });
     try {
-      const { port } = server.address() as AddressInfo;
-      const s = await collectStatus(config, { timeoutMs: 15_000, watchdogUrl: `http://127.0.0.1:${port}/metrics` });
-      expect(s.watchdog).toMatchObject({ ok: true, running: true, httpStatus: 503, health: body, firing: ['SlotInactive'], url: `http://127.0.0.1:${port}` });
-      expect(s.verdict.reasons.map((r) => r.message)).toContain('watchdog: 1 alert(s) firing: SlotInactive');
-      expect(renderStatus(s, { color: false })).toContain(`Watchdog at http://127.0.0.1:${port}: /healthz HTTP 503, firing: SlotInactive`);
+      const s = await collectStatus(config, { timeoutMs: 15_000, watchdogUrl: `http://127.0.0.1:${http.port}/metrics` });
+      expect(s.watchdog).toMatchObject({ ok: true, running: true, firing: ['SlotMissing'], url: `http://127.0.0.1:${http.port}` });
+      expect(s.verdict.reasons.map((r) => r.message)).toContain('watchdog: 1 alert(s) firing: SlotMissing');
+      expect(renderStatus(s, { color: false })).toContain('firing: SlotMissing');
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await http.close();
+      await watchdog.stop(0);
     }
   });
 
