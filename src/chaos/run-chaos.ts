@@ -180,7 +180,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       while (state.attempted < profile.events * at && !state.done) await sleep(100);
       const record: FaultRecord = { kind, atCommitted: state.committed.size, recoveryMs: null, notes: [] };
       faults.push(record);
-      const injectedAt = Date.now();
+      // From the moment the fault took effect (a graceful stop takes a while; events committed before it
+      // is down are not a recovery).
+      let injectedAt = Date.now();
       say(`fault: ${kind} at ${state.committed.size} committed`);
       if (kind === 'kill-router') {
         router.kill('SIGKILL');
@@ -192,13 +194,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         relay = spawnPart('relay');
       } else if (kind === 'kill-connect') {
         record.notes.push(`connect: ${await stack.stopService('connect', { kill: true })}`);
+        injectedAt = Date.now();
         await restartStack(stack, log);
       } else if (kind === 'restart-kafka') {
         record.notes.push(`kafka: ${await stack.stopService('kafka')}`);
+        injectedAt = Date.now();
         await sleep(2_000);
         await restartStack(stack, log);
       } else if (kind === 'restart-postgres') {
         record.notes.push(`postgres: ${await stack.stopService('postgres')}`);
+        injectedAt = Date.now();
         await sleep(2_000);
         await restartStack(stack, log);
       }
