@@ -3,17 +3,20 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { percentiles, round } from '../bench/stats';
+import { round } from '../bench/stats';
 import { createCodec, registerSchemas, topicForReplacement } from '../codec';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../config';
 import { deleteConnector, deployConnector } from '../connector';
 import { clientConfig, createPool, withClient } from '../db';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
-import { createOutboxWriter, type OutboxWriter } from '../producer';
+import { createOutboxWriter } from '../producer';
 import { provision } from '../provision';
 import { createStack } from '../stack';
 import { PROJECT_ROOT } from '../stack/paths';
+import { sleep } from '../retry';
+import { commitToHandled, countHandled, measureRecovery, scanTopic, settledSlotLag, verify } from './checks';
+import { newWriteState, writeEvents } from './writers';
 import { createConnectorSupervisor, type ConnectorSupervisor } from '../watchdog';
 
 export type Pipeline = 'cdc' | 'relay';
@@ -290,238 +293,6 @@ function stackEnvFor(config: OutboxConfig): Record<string, string> {
   return { PGHOST: database.host, PGPORT: String(database.port), PGUSER: database.user, PGPASSWORD: database.password ?? '' };
 }
 
-interface WriteState {
-  attempted: number;
-  /** event id → commit time (ms) */
-  committed: Map<string, number>;
-  rolledBack: Set<string>;
-  /** Failed before COMMIT was sent (a fault): never committed. */
-  failed: Set<string>;
-  ambiguous: number;
-  done: boolean;
-  /** Set by the fault loop once every fault has been injected and recovered from, and the planned events written. */
-  stopWriting: boolean;
-}
-
-function newWriteState(_profile: ChaosProfile): WriteState {
-  return { attempted: 0, committed: new Map(), rolledBack: new Set(), failed: new Set(), ambiguous: 0, done: false, stopWriting: false };
-}
-
-/**
- * Writers own disjoint aggregates, so an aggregate's commit order is its `seq` order. A transaction
- * rolled back on purpose uses the next seq but does not consume it. A COMMIT whose outcome is unknown
- * (the connection died during it) is resolved by looking for the outbox row once the database is back.
- */
-async function writeEvents(pool: Pool, writer: OutboxWriter, profile: ChaosProfile, state: WriteState): Promise<void> {
-  const aggregates = Array.from({ length: profile.aggregates }, (_, i) => `agg-${String(i).padStart(4, '0')}`);
-  const nextSeq = new Map(aggregates.map((a) => [a, 1]));
-  const intervalMs = (1000 * profile.writers) / profile.rate;
-  let slot = 0;
-  // Writes go on until the fault loop is done (at least profile.events): every fault meets live traffic.
-  const take = () => (state.stopWriting ? undefined : slot++);
-  const writerLoop = async (w: number) => {
-    const mine = aggregates.filter((_, i) => i % profile.writers === w);
-    let turn = 0;
-    let nextAt = Date.now();
-    for (let n = take(); n !== undefined; n = take()) {
-      nextAt += intervalMs;
-      const wait = nextAt - Date.now();
-      if (wait > 0) await sleep(wait);
-      const aggregate = mine[turn++ % mine.length] as string;
-      const seq = nextSeq.get(aggregate) as number;
-      const rollback = (n * 7919) % 100 < profile.rollbackShare * 100;
-      state.attempted++;
-      const outcome = await oneTransaction(pool, writer, aggregate, seq, rollback);
-      if (outcome.kind === 'committed') {
-        state.committed.set(outcome.id, outcome.at);
-        nextSeq.set(aggregate, seq + 1);
-      } else if (outcome.kind === 'rolled-back') {
-        state.rolledBack.add(outcome.id);
-      } else if (outcome.kind === 'failed') {
-        state.failed.add(outcome.id);
-      } else {
-        state.ambiguous++;
-        const committed = await resolveAmbiguous(pool, outcome.id);
-        if (committed) {
-          state.committed.set(outcome.id, outcome.at);
-          nextSeq.set(aggregate, seq + 1);
-        } else {
-          state.failed.add(outcome.id);
-        }
-      }
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: profile.writers }, (_, w) => writerLoop(w)));
-  } finally {
-    state.done = true;
-  }
-}
-
-type TxOutcome = { kind: 'committed' | 'rolled-back' | 'failed' | 'ambiguous'; id: string; at: number };
-
-async function oneTransaction(pool: Pool, writer: OutboxWriter, aggregate: string, seq: number, rollback: boolean): Promise<TxOutcome> {
-  for (;;) {
-    let client;
-    try {
-      client = await pool.connect();
-    } catch {
-      await sleep(200); // the database is down: wait, nothing was attempted
-      continue;
-    }
-    let id = '';
-    let commitSent = false;
-    try {
-      await client.query('BEGIN');
-      await client.query('INSERT INTO chaos_business (aggregate_id, seq) VALUES ($1, $2)', [aggregate, seq]);
-      const written = await writer.writeEvent(client, {
-        aggregateType: 'order',
-        aggregateId: aggregate,
-        type: 'OrderCreated',
-        headers: { seq: String(seq) },
-        payload: { orderId: aggregate, customerId: 'chaos', currency: 'EUR', totalCents: seq, lines: [], placedAt: new Date() },
-      });
-      id = written.id;
-      if (rollback) {
-        await client.query('ROLLBACK');
-        client.release();
-        return { kind: 'rolled-back', id, at: Date.now() };
-      }
-      commitSent = true;
-      await client.query('COMMIT');
-      client.release();
-      return { kind: 'committed', id, at: Date.now() };
-    } catch (error) {
-      client.release(error as Error);
-      if (!id) {
-        await sleep(200); // failed before the event existed: try the same seq again
-        continue;
-      }
-      return { kind: commitSent ? 'ambiguous' : 'failed', id, at: Date.now() };
-    }
-  }
-}
-
-async function resolveAmbiguous(pool: Pool, id: string): Promise<boolean> {
-  for (;;) {
-    try {
-      const { rowCount } = await pool.query('SELECT 1 FROM outbox WHERE id = $1', [id]);
-      return (rowCount ?? 0) > 0;
-    } catch {
-      await sleep(500);
-    }
-  }
-}
-
-/** Until an event committed after `since` has been handled. */
-async function measureRecovery(pool: Pool, state: WriteState, since: number, timeoutMs: number): Promise<number | null> {
-  const deadline = since + timeoutMs;
-  while (Date.now() < deadline) {
-    const after = [...state.committed.entries()].filter(([, at]) => at > since).map(([id]) => id);
-    if (after.length > 0) {
-      try {
-        const { rows } = await pool.query<{ at: string }>(
-          'SELECT (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects WHERE event_id = ANY($1::uuid[])',
-          [after.slice(0, 5_000)],
-        );
-        if (rows[0]?.at) return Math.max(0, Math.round(Number(rows[0].at) - since));
-      } catch {
-        // the database is restarting
-      }
-    } else if (state.done) {
-      return 0; // nothing was committed after the fault: nothing to recover
-    }
-    await sleep(250);
-  }
-  return null;
-}
-
-async function countHandled(pool: Pool): Promise<number> {
-  try {
-    return Number((await pool.query<{ n: string }>('SELECT count(DISTINCT event_id) AS n FROM chaos_effects')).rows[0]?.n ?? 0);
-  } catch {
-    return 0;
-  }
-}
-
-async function verify(pool: Pool, state: WriteState): Promise<{ lost: number; phantom: number; doubleApplied: number; orderViolations: number }> {
-  const { rows } = await pool.query<{ event_id: string; aggregate_id: string; seq: number }>('SELECT event_id, aggregate_id, seq FROM chaos_effects ORDER BY n');
-  const counts = new Map<string, number>();
-  for (const r of rows) counts.set(r.event_id, (counts.get(r.event_id) ?? 0) + 1);
-  const lost = [...state.committed.keys()].filter((id) => !counts.has(id)).length;
-  const phantom = [...counts.keys()].filter((id) => !state.committed.has(id)).length;
-  const doubleApplied = [...counts.values()].filter((n) => n > 1).length;
-  const lastSeq = new Map<string, number>();
-  let orderViolations = 0;
-  for (const r of rows) {
-    const prev = lastSeq.get(r.aggregate_id) ?? 0;
-    if (r.seq <= prev) orderViolations++;
-    lastSeq.set(r.aggregate_id, r.seq);
-  }
-  return { lost, phantom, doubleApplied, orderViolations };
-}
-
-/** Reads the whole topic: records, distinct ids, anything of a rolled-back or failed transaction, anything missing. */
-async function scanTopic(config: OutboxConfig, topic: string, state: WriteState): Promise<{ records: number; distinct: number; phantomOnTopic: number; missingOnTopic: number }> {
-  const kafka = createKafka(config, { role: 'chaos-scan' });
-  const admin = kafka.admin();
-  await admin.connect();
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, BigInt(o.high)]));
-  await admin.disconnect();
-  const ids: string[] = [];
-  const remaining = new Set([...ends.entries()].filter(([, high]) => high > 0n).map(([p]) => p));
-  const consumer = kafka.consumer({ groupId: `${topic}-scan-${Date.now()}`, maxWaitTimeInMs: 100 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  await new Promise<void>((resolve, reject) => {
-    if (remaining.size === 0) return resolve();
-    const timer = setTimeout(() => reject(new Error(`chaos: reading ${topic} did not reach its end in 120 s`)), 120_000);
-    void consumer
-      .run({
-        eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) ids.push(String(m.headers?.id ?? ''));
-          const last = BigInt(batch.messages.at(-1)?.offset ?? '-1');
-          if (last >= (ends.get(batch.partition) ?? 0n) - 1n) remaining.delete(batch.partition);
-          if (remaining.size === 0) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      })
-      .catch(reject);
-  });
-  await consumer.disconnect();
-  const distinct = new Set(ids);
-  const phantomOnTopic = [...distinct].filter((id) => state.rolledBack.has(id) || state.failed.has(id) || !state.committed.has(id)).length;
-  const missingOnTopic = [...state.committed.keys()].filter((id) => !distinct.has(id)).length;
-  return { records: ids.length, distinct: distinct.size, phantomOnTopic, missingOnTopic };
-}
-
-/** Slot lag once the connector has caught up (the heartbeat confirms an idle slot every 10 s). */
-async function settledSlotLag(pool: Pool, slot: string): Promise<number | null> {
-  let lag: number | null = null;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const { rows } = await pool.query<{ lag: string | null }>(
-      'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
-      [slot],
-    );
-    lag = rows[0]?.lag == null ? null : Number(rows[0].lag);
-    if (lag !== null && lag <= 16 * 2 ** 20) return lag;
-    await sleep(1_000);
-  }
-  return lag;
-}
-
-async function commitToHandled(pool: Pool, state: WriteState): Promise<Record<string, number>> {
-  const { rows } = await pool.query<{ event_id: string; at: number }>(
-    'SELECT event_id, (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects GROUP BY event_id',
-  );
-  const latencies = rows.filter((r) => state.committed.has(r.event_id)).map((r) => Math.max(0, Number(r.at) - (state.committed.get(r.event_id) as number)));
-  return Object.fromEntries(Object.entries(percentiles(latencies, [50, 99])).map(([k, v]) => [k, round(v, 1)]));
-}
-
-/** The process supervisor's part: start what was stopped (a few tries: a killed JVM may hold its port a moment). */
 async function restartStack(stack: ReturnType<typeof createStack>, log: Logger): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -539,6 +310,3 @@ async function waitExit(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   await new Promise((r) => child.once('exit', r));
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
