@@ -3,7 +3,7 @@ import { loadConfig, type OutboxConfig } from '../config';
 
 /** `--config <file>`: a JSON or YAML file of settings; env vars and flags override it. */
 export function withConfigOption(command: Command): Command {
-  return command.option('-c, --config <file>', 'settings file (JSON or YAML); env vars override it (see README "Configuration")');
+  return command.option('-c, --config <file>', 'settings file (JSON or YAML); env vars override it (see docs/configuration.md)');
 }
 
 export function configFrom(command: Command): OutboxConfig {

@@ -110,7 +110,7 @@ export function createStack(options: StackOptions = {}): Stack {
     return new OutboxError(
       'STACK_SERVICE_FAILED',
       `${service} ${why}. Log: ${logFile}${tail ? `; its last lines:\n${tail}` : ' (empty)'}\n` +
-        'See "Troubleshooting" in README.md; `npm run stack:logs` shows every log.',
+        'See docs/troubleshooting.md; `npm run stack:logs` shows every log.',
       { details: { service, log: logFile } },
     );
   }

@@ -1,0 +1,51 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+
+/**
+ * The README is a front door into docs/: every relative link in README.md, CONTRIBUTING.md and docs/
+ * must name a file that exists and, with a #fragment, a heading that exists in it (GitHub's slugs).
+ */
+const root = resolve(__dirname, '../..');
+const pages = ['README.md', 'CONTRIBUTING.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+
+function withoutCode(text: string): string {
+  return text.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, (m) => (m.includes('](') ? '' : m));
+}
+
+export function slugs(markdown: string): Set<string> {
+  const out = new Set<string>();
+  for (const line of withoutCode(markdown).split('\n')) {
+    const m = /^#{1,6} (.*)$/.exec(line);
+    if (!m) continue;
+    out.add(
+      (m[1] as string)
+        .toLowerCase()
+        .replace(/`/g, '')
+        .replace(/[^\p{L}\p{N}\- _]/gu, '')
+        .replace(/ /g, '-'),
+    );
+  }
+  return out;
+}
+
+describe('documentation links', () => {
+  it('the README stays a front door (at most 15 KB)', () => {
+    expect(readFileSync(join(root, 'README.md')).length).toBeLessThanOrEqual(15 * 1024);
+  });
+
+  it.each(pages)('%s links only to files and headings that exist', (page) => {
+    const text = withoutCode(readFileSync(join(root, page), 'utf8'));
+    const broken: string[] = [];
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (!target || /^(https?:|mailto:)/.test(target)) continue;
+      const [path, fragment] = target.split('#') as [string, string | undefined];
+      const file = path === '' ? join(root, page) : resolve(dirname(join(root, page)), path);
+      if (!existsSync(file)) {
+        broken.push(`${target} (no such file)`);
+        continue;
+      }
+      if (fragment && file.endsWith('.md') && !slugs(readFileSync(file, 'utf8')).has(fragment)) broken.push(`${target} (no such heading)`);
+    }
+    expect(broken).toEqual([]);
+  });
+});
