@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { OutboxError } from '../errors';
-import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
+import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_PARKED_LIMIT, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -12,6 +12,7 @@ interface StatusFlags {
   watchdogUrl?: string;
   topics?: string;
   dlqTopics?: string;
+  parkedLimit?: string;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -60,7 +61,7 @@ export function statusCommand(): Command {
   return withConfigOption(
     new Command('status').description(
       'One screen for operators: local stack services, connector and task states, replication slots (active, wal_status, ' +
-        'retained WAL), consumer-group lag per topic, DLQ depth and the watchdog\'s alerts. Each part has its own time limit, ' +
+        'retained WAL), consumer-group lag per topic, DLQ depth and retention, parked keys and the watchdog\'s alerts. Each part has its own time limit, ' +
         'so an unreachable service is reported, not fatal. Exit code 0 OK, 1 WARNING, 2 CRITICAL (docs/status.md).',
     ),
   )
@@ -70,7 +71,8 @@ export function statusCommand(): Command {
     .option('--timeout <ms>', `time limit of each section (default ${DEFAULT_STATUS_TIMEOUT_MS})`)
     .option('--watchdog-url <url>', `the watchdog's HTTP server; its /healthz is shown (default ${DEFAULT_WATCHDOG_URL})`)
     .option('--topics <regex>', 'routed topics whose consumer groups are listed (default from connector.topicReplacement: ^outbox\\.event\\..+$)')
-    .option('--dlq-topics <regex>', 'dead-letter topics whose depth is shown (default ^outbox\\.dlq\\..+$)')
+    .option('--dlq-topics <regex>', 'dead-letter topics whose depth and retention are shown (default ^outbox\\.dlq\\..+$)')
+    .option('--parked-limit <keys>', `parked keys listed at most, the most events first; totals count all (default ${DEFAULT_PARKED_LIMIT})`)
     .action(
       action(async (opts: StatusFlags, command: Command) => {
         const options = {
@@ -79,6 +81,7 @@ export function statusCommand(): Command {
           watchdogUrl: httpUrl('--watchdog-url', opts.watchdogUrl),
           topics: regex('--topics', opts.topics),
           dlqTopics: regex('--dlq-topics', opts.dlqTopics),
+          parkedLimit: wholeNumber('--parked-limit', opts.parkedLimit, 1, '20'),
           groups: opts.group,
         };
         const emptyGroup = opts.group.find((g) => !g.trim());

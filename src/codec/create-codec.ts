@@ -114,11 +114,14 @@ export function createCodec(options: CodecOptions): Codec {
     const { schemaId, body } = unframeConfluent(bytes);
     const writer = await connection.writerType(schemaId);
     if (!writer) {
+      // Retriable: a registry replica that has not caught up, or a schema registered just after the
+      // record was written, answers 404 for a while. The router waits instead of dead-lettering.
       throw new OutboxError(
-        'DECODE_FAILED',
-        `Cannot decode the Avro payload: schema id ${schemaId} is not in the registry at ${connection.url}. ` +
-          'The record was written against another registry, or the registry lost its data (Apicurio stores in memory by default).',
-        { details: { schemaId, registry: connection.url } },
+        'SCHEMA_ID_UNKNOWN',
+        `Cannot decode the Avro payload yet: schema id ${schemaId} is not in the registry at ${connection.url}. ` +
+          'Either the registry has not caught up (a replica, a schema registered just now), or the record was written against another ' +
+          'registry, or the registry lost its data (Apicurio stores in memory by default: run `outbox schemas:register` again). The call is retried.',
+        { retriable: true, details: { schemaId, registry: connection.url } },
       );
     }
     const reader = decodeOptions.reader ? schemas.get(decodeOptions.reader.aggregateType, decodeOptions.reader.eventType) : undefined;

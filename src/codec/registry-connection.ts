@@ -4,10 +4,11 @@ import axios, { type AxiosInstance } from 'axios';
 import type { Type } from 'avsc';
 import { readPemFile } from '../config';
 import { scrubHttpError } from '../connector/connect-client';
-import { OutboxError } from '../errors';
+import { isOutboxError, OutboxError } from '../errors';
 import { retry } from '../retry';
 import { avroTypeOptions, parseAvroType } from './logical-types';
-import { errorCode, fromClientError, fromRegistryStatus, registryUnavailable, splitCredentials } from './registry-errors';
+import { errorCode, fromClientError, fromRegistryStatus, registryUnavailable, splitCredentials, writerSchemaFailure } from './registry-errors';
+import { createWriterTypeCache } from './writer-type-cache';
 
 /** `config.registry`: the Confluent-compatible base URL and optional basic-auth credentials. */
 export interface RegistrySettings {
@@ -46,6 +47,8 @@ export interface RegistryConnectionOptions {
   retries?: number;
   /** Per-request timeout. Default 10 s. */
   timeoutMs?: number;
+  /** How long an unknown schema id is remembered as unknown before the registry is asked again. Default 5 s. */
+  notFoundCacheMs?: number;
 }
 
 export interface RegisteredVersion {
@@ -65,7 +68,11 @@ export interface RegistryConnection {
   isCompatible(subject: string, schemaText: string): Promise<boolean>;
   /** Registers (idempotent: an identical schema returns its existing id). 409 → SCHEMA_INCOMPATIBLE. */
   register(subject: string, schemaText: string): Promise<number>;
-  /** The writer schema of a record, parsed with the codec's logical types; undefined for an unknown id. */
+  /**
+   * The writer schema of a record, parsed with the codec's logical types; undefined for an id the
+   * registry does not know (remembered for `notFoundCacheMs` only). Every registry failure here is
+   * retriable: none of them is the record's fault.
+   */
   writerType(id: number): Promise<Type | undefined>;
 }
 
@@ -113,7 +120,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
         const code = (error as { code?: string }).code;
         throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, scrubHttpError(error));
       }
-      if (response.status >= 500 || response.status === 401 || response.status === 403) {
+      if (response.status >= 500 || response.status === 429 || response.status === 401 || response.status === 403) {
         throw fromRegistryStatus(url, what, request, response.status, response.data);
       }
       return { status: response.status, data: response.data };
@@ -123,7 +130,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
   const unexpected = (what: string, path: string, method: string, r: { status: number; data: unknown }) =>
     fromRegistryStatus(url, what, `${method} ${path}`, r.status, r.data);
   const subjectPath = (subject: string) => `/subjects/${encodeURIComponent(subject)}`;
-  const schemaCache = new Map<number, Promise<Type | undefined>>();
+  const writerType = createWriterTypeCache(fetchWriterType, { notFoundCacheMs: options.notFoundCacheMs });
 
   return {
     url,
@@ -179,16 +186,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
       });
     },
 
-    writerType(id) {
-      let cached = schemaCache.get(id);
-      if (!cached) {
-        cached = fetchWriterType(id);
-        schemaCache.set(id, cached);
-        // Failures are not cached: an outage must not poison the id for the life of the process.
-        cached.catch(() => schemaCache.delete(id));
-      }
-      return cached;
-    },
+    writerType,
   };
 
   async function compatibilityLevel(subject: string): Promise<string | undefined> {
@@ -205,7 +203,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
     const path = `/schemas/ids/${id}`;
     const r = await call('get', path, what);
     if (r.status === 404 && errorCode(r.data) === 40403) return undefined;
-    if (r.status !== 200) throw unexpected(what, path, 'GET', r);
+    if (r.status !== 200) throw writerSchemaFailure(url, id, r.status, r.data);
     const body = r.data as { schema?: unknown; schemaType?: unknown };
     if (body.schemaType !== undefined && body.schemaType !== 'AVRO') {
       throw new OutboxError('DECODE_FAILED', `Schema id ${id} in ${url} is a ${String(body.schemaType)} schema, not Avro.`, { details: { schemaId: id } });
@@ -223,7 +221,16 @@ function asVersion(data: unknown): RegisteredVersion {
   return { id: Number(id), version: Number(version) };
 }
 
-/** Retries retriable OutboxErrors (outage, 5xx) with short backoff and jitter; everything else at once. */
+/**
+ * Retries an outage (unreachable, 5xx, 429) with short backoff and jitter. Other failures, retriable
+ * ones included (refused credentials), go back to the caller at once: seconds will not fix them.
+ */
 function withRetries<T>(retries: number, body: () => Promise<T>): Promise<T> {
-  return retry(() => body(), { attempts: retries + 1, initialDelayMs: 100, maxDelayMs: 2_000, ceilingMs: 30_000 });
+  return retry(() => body(), {
+    attempts: retries + 1,
+    initialDelayMs: 100,
+    maxDelayMs: 2_000,
+    ceilingMs: 30_000,
+    shouldRetry: (error) => isOutboxError(error, 'REGISTRY_UNAVAILABLE'),
+  });
 }

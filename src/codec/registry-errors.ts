@@ -1,9 +1,11 @@
 import { OutboxError } from '../errors';
 
 /**
- * Turns registry failures into the codec's error codes. Outages are retriable (the same call may work
- * later); a refused credential, a wrong base path or a rejected request are not, and their messages
- * name the setting to fix. Messages carry the URL without credentials.
+ * Turns registry failures into the codec's error codes. Outages, rate limits (429) and refused
+ * credentials (401/403) are retriable: none of them says anything about the record being decoded, so
+ * the router waits instead of dead-lettering (a credential or ACL fixed on the registry side heals it).
+ * A wrong base path or a rejected request are not retriable here; the decode path marks them so (see
+ * fetchWriterType). Messages name the setting to fix and carry the URL without credentials.
  */
 
 const NETWORK_FAILURE = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE|socket hang up|timeout/i;
@@ -20,13 +22,16 @@ export function registryUnavailable(url: string, what: string, reason: string, c
 /** An HTTP answer the caller did not expect. `body` is the registry's JSON error, if any. */
 export function fromRegistryStatus(url: string, what: string, request: string, status: number, body: unknown, cause?: unknown): OutboxError {
   const message = errorMessage(body);
-  if (status >= 500) return registryUnavailable(url, what, `HTTP ${status}${message ? ` (${message})` : ''}`, cause);
+  if (status >= 500 || status === 429) {
+    return registryUnavailable(url, what, `HTTP ${status}${status === 429 ? ' (rate limited)' : ''}${message ? ` (${message})` : ''}`, cause);
+  }
   if (status === 401 || status === 403) {
     return new OutboxError(
-      'REGISTRY_REQUEST_FAILED',
+      'REGISTRY_ACCESS_DENIED',
       `The schema registry at ${url} refused the credentials while ${what} (HTTP ${status}). Set OUTBOX_REGISTRY_USERNAME and ` +
-        'OUTBOX_REGISTRY_PASSWORD (or registry.username / registry.password in the config file).',
-      { cause, details: { url, status } },
+        'OUTBOX_REGISTRY_PASSWORD (or registry.username / registry.password in the config file), or grant that user read access ' +
+        'on the registry; the call is safe to retry.',
+      { retriable: true, cause, details: { url, status } },
     );
   }
   // The Confluent API answers 404 with an error_code (40401 subject, 40402 version, 40403 schema);
@@ -44,6 +49,16 @@ export function fromRegistryStatus(url: string, what: string, request: string, s
     `The schema registry at ${url} rejected ${request} while ${what}: HTTP ${status}${message ? ` ${message}` : ''}.`,
     { cause, details: { url, status, request, errorCode: errorCode(body) } },
   );
+}
+
+/**
+ * Fetching a record's writer schema (`GET /schemas/ids/{id}`) answered neither 200 nor "no such id".
+ * Always retriable, even a wrong base path or a rejected request: it is a registry problem, not the
+ * record's, so the router waits for the fix instead of dead-lettering every Avro record.
+ */
+export function writerSchemaFailure(url: string, id: number, status: number, body: unknown): OutboxError {
+  const error = fromRegistryStatus(url, `fetching schema id ${id}`, `GET /schemas/ids/${id}`, status, body);
+  return error.retriable ? error : new OutboxError(error.code, error.message, { retriable: true, details: { ...error.details } });
 }
 
 /**

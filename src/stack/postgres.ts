@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { OutboxError } from '../errors';
 import type { StackPaths } from './paths';
-import { run, which, type RunResult } from './processes';
+import { aptCommand, aptInstall } from './apt-install';
+import { run, type RunResult } from './processes';
 import { POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from './settings';
 import { renderTemplateFile } from './template';
 
@@ -30,16 +31,14 @@ export function findPostgres(): PostgresInstall | undefined {
 export function ensurePostgresInstalled(): PostgresInstall {
   const found = findPostgres();
   if (found) return found;
-  const fix = 'Install it with `apt-get update && apt-get install -y postgresql` (Debian/Ubuntu), then rerun `npm run stack:up`.';
-  if (process.getuid?.() !== 0 || !which('apt-get')) {
+  const fix = `Install it with \`${aptCommand(['postgresql'])}\` (Debian/Ubuntu), then rerun \`npm run stack:up\`.`;
+  const outcome = aptInstall(['postgresql']);
+  if (!outcome.ok && outcome.reason !== 'failed') {
     throw new OutboxError('STACK_POSTGRES_MISSING', `No PostgreSQL ${STACK_VERSIONS.postgresMin}+ server under /usr/lib/postgresql. ${fix}`);
   }
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const update = run('apt-get', ['update', '-q'], { env });
-  const install = update.status === 0 ? run('apt-get', ['install', '-y', '-q', 'postgresql'], { env }) : update;
   const after = findPostgres();
-  if (install.status !== 0 || !after) {
-    throw new OutboxError('STACK_POSTGRES_MISSING', `Installing PostgreSQL with apt-get failed. ${fix} apt-get said:\n${install.output.trim().split('\n').slice(-8).join('\n')}`);
+  if (!outcome.ok || !after) {
+    throw new OutboxError('STACK_POSTGRES_MISSING', `Installing PostgreSQL with apt-get failed. ${fix} apt-get said:\n${outcome.ok ? '(nothing)' : outcome.output}`);
   }
   return after;
 }

@@ -3,6 +3,7 @@ import { createKafka } from '../kafka';
 import type { Logger } from '../log';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
 import { describeError, maskUrl, withTimeout } from './format';
+import { DEFAULT_PARKED_LIMIT, readParked } from './parked';
 import { readConnector, readDlq, readGroups, readSlots, readStack, readWatchdog, sharedAdmin, watchdogBase } from './sections';
 import type { Section, StatusReport } from './types';
 import { computeVerdict } from './verdict';
@@ -25,6 +26,8 @@ export interface StatusOptions {
   topics?: RegExp;
   /** Dead-letter topics; default the routed pattern with outbox.event. → outbox.dlq. (^outbox\.dlq\..+$). */
   dlqTopics?: RegExp;
+  /** Parked keys listed at most (the most events first); the totals count them all. Default 10. */
+  parkedLimit?: number;
   logger?: Logger;
 }
 
@@ -68,6 +71,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
   const watchdogUrl = watchdogBase(options.watchdogUrl ?? DEFAULT_WATCHDOG_URL);
   const topics = options.topics ?? routedTopicPattern(config);
   const dlqTopics = options.dlqTopics ?? dlqTopicPattern(config);
+  const parkedLimit = options.parkedLimit ?? DEFAULT_PARKED_LIMIT;
   const log = options.logger;
 
   const kafkaHint = `Check that Kafka answers at ${config.kafka.brokers.join(',')} (KAFKA_BROKERS; \`npm run stack:up\` for the local stack).`;
@@ -78,8 +82,9 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
     }),
   );
   const db = config.database;
+  const dbHint = `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`;
   try {
-    const [stack, connector, slots, consumerGroups, dlq, watchdog] = await Promise.all([
+    const [stack, connector, slots, consumerGroups, dlq, parked, watchdog] = await Promise.all([
       section('stack', timeoutMs, 'Run `outbox stack status` for details.', log, () => readStack(config)),
       section(
         'connector',
@@ -88,19 +93,14 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
         log,
         () => readConnector(config, timeoutMs),
       ),
-      section(
-        'slots',
-        timeoutMs,
-        `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`,
-        log,
-        () => readSlots(config, timeoutMs),
-      ),
+      section('slots', timeoutMs, dbHint, log, () => readSlots(config, timeoutMs)),
       section('consumerGroups', timeoutMs, kafkaHint, log, async () => readGroups(await admin.get(), groups, topics)),
       section('dlq', timeoutMs, kafkaHint, log, async () => readDlq(await admin.get(), dlqTopics)),
+      section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
     ]);
-    const options_ = { timeoutMs, lagWarn, groups, groupsGiven };
-    const sections = { stack, connector, slots, consumerGroups, dlq, watchdog };
+    const options_ = { timeoutMs, parkedLimit, lagWarn, groups, groupsGiven };
+    const sections = { stack, connector, slots, consumerGroups, dlq, parked, watchdog };
     if (connector.ok) connector.url = maskUrl(connector.url);
     // The deployed connector's own slot.name wins over the configured one (as in connector:status).
     if (connector.ok && slots.ok && connector.slotName && connector.slotName !== slots.slotName) {

@@ -14,6 +14,13 @@ export function formatBytes(bytes: number | null | undefined): string {
   return unit === 0 ? `${sign}${value} B` : `${sign}${value.toFixed(1)} ${units[unit]}`;
 }
 
+/** 604800000 → "7 d"; whole units only, as retention settings are. */
+export function formatDuration(ms: number): string {
+  const units: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1_000]];
+  for (const [unit, size] of units) if (ms >= size && ms % size === 0) return `${ms / size} ${unit}`;
+  return `${ms} ms`;
+}
+
 /** `http://user:secret@host/` → `http://***@host/`: credentials in a URL never reach the output. */
 export function maskUrl(url: string): string {
   return url.replace(/(\/\/)[^/@\s]+@/g, '$1***@');

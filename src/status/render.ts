@@ -1,5 +1,5 @@
 import Table from 'cli-table3';
-import { formatBytes } from './format';
+import { formatBytes, formatDuration } from './format';
 import type { Level, Section, StatusReport } from './types';
 
 export interface RenderOptions {
@@ -119,8 +119,26 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
   const { dlq } = status;
   if (!dlq.ok) blocks.push(unreachable('DLQ', dlq) as string);
   else {
-    const rows = dlq.topics.map((t) => [t.topic, String(t.partitions), state(String(t.depth), t.depth > 0 ? 'warn' : 'good')]);
-    blocks.push(`DLQ (topics ${dlq.topicPattern}; ${dlq.total} record${dlq.total === 1 ? '' : 's'} in all)\n${rows.length ? table(['topic', 'partitions', 'depth'], rows) : '  no DLQ topics'}`);
+    const retention = (ms: number | null) => (ms === null ? '?' : ms === -1 ? state('forever', 'good') : state(formatDuration(ms), 'warn'));
+    const rows = dlq.topics.map((t) => [t.topic, String(t.partitions), state(String(t.depth), t.depth > 0 ? 'warn' : 'good'), retention(t.retentionMs)]);
+    blocks.push(
+      `DLQ (topics ${dlq.topicPattern}; ${dlq.total} record${dlq.total === 1 ? '' : 's'} in all)\n` +
+        (rows.length ? table(['topic', 'partitions', 'depth', 'retention'], rows) : '  no DLQ topics'),
+    );
+  }
+
+  // Parked keys
+  const { parked } = status;
+  if (!parked.ok) blocks.push(unreachable('Parked keys', parked) as string);
+  else if (!parked.provisioned) blocks.push(`Parked keys (${parked.table})\n  table not there: the database is not provisioned (\`outbox db:provision\`)`);
+  else if (parked.totalKeys === 0) blocks.push(`Parked keys (${parked.table})\n  ${state('none', 'good')}`);
+  else {
+    const rows = parked.keys.map((k) => [k.consumer, k.aggregateType, k.aggregateId, state(String(k.events), 'warn'), k.headEventId, k.headErrorCode, k.since]);
+    const more = parked.totalKeys > parked.keys.length ? `\n  … and ${parked.totalKeys - parked.keys.length} more key(s) (--parked-limit, --json)` : '';
+    blocks.push(
+      `Parked keys (${parked.table}; ${parked.totalKeys} key${parked.totalKeys === 1 ? '' : 's'}, ${parked.totalEvents} event${parked.totalEvents === 1 ? '' : 's'}; the most events first)\n` +
+        `${table(['consumer', 'aggregate type', 'key', 'events', 'head event (replay first)', 'head error', 'since'], rows)}${more}`,
+    );
   }
 
   // Watchdog

@@ -1,5 +1,5 @@
 import axios from 'axios';
-import type { Admin, Kafka } from 'kafkajs';
+import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
 import type { OutboxConfig } from '../config';
 import { createConnectClient } from '../connector';
 import { traceHead } from '../connector/wait';
@@ -255,12 +255,34 @@ export async function readGroups(admin: Admin, requested: readonly string[], top
 
 export async function readDlq(admin: Admin, dlqPattern: RegExp): Promise<DlqData> {
   const topics = (await admin.listTopics()).filter((t) => dlqPattern.test(t)).sort();
-  const rows = await mapLimit(topics, 8, async (topic) => {
-    const m = await watermarks(admin, topic);
-    const depth = [...m.values()].reduce((sum, { low, high }) => sum + Math.max(0, high - low), 0);
-    return { topic, partitions: m.size, depth };
+  const [rows, retention] = await Promise.all([
+    mapLimit(topics, 8, async (topic) => {
+      const m = await watermarks(admin, topic);
+      const depth = [...m.values()].reduce((sum, { low, high }) => sum + Math.max(0, high - low), 0);
+      return { topic, partitions: m.size, depth };
+    }),
+    retentionOf(admin, topics),
+  ]);
+  return {
+    topicPattern: dlqPattern.source,
+    total: rows.reduce((sum, r) => sum + r.depth, 0),
+    topics: rows.map((r) => ({ ...r, retentionMs: retention.get(r.topic) ?? null })),
+  };
+}
+
+/** retention.ms of each topic, in one DescribeConfigs request (the broker's default when the topic sets none). */
+async function retentionOf(admin: Admin, topics: readonly string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (topics.length === 0) return out;
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['retention.ms'] })),
   });
-  return { topicPattern: dlqPattern.source, total: rows.reduce((sum, r) => sum + r.depth, 0), topics: rows };
+  for (const r of resources) {
+    const value = r.configEntries.find((e) => e.configName === 'retention.ms')?.configValue;
+    if (r.errorCode === 0 && value !== undefined && value !== null && /^-?\d+$/.test(value)) out.set(r.resourceName, Number(value));
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- watchdog

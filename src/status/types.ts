@@ -120,12 +120,41 @@ export interface DlqTopic {
   partitions: number;
   /** Records retained: high − low watermark summed over partitions. */
   depth: number;
+  /** The topic's retention.ms: -1 keeps dead letters for good; anything else lets them expire. null: not readable. */
+  retentionMs: number | null;
 }
 
 export interface DlqData {
   topicPattern: string;
   total: number;
   topics: DlqTopic[];
+}
+
+export interface ParkedKey {
+  consumer: string;
+  aggregateType: string;
+  aggregateId: string;
+  /** Dead-lettered events of the key waiting for a replay. */
+  events: number;
+  /** The key's earliest parked event (smallest seq): the one `outbox dlq:replay` must apply first. */
+  headEventId: string;
+  headErrorCode: string;
+  /** When the key's first still-parked event was parked (ISO 8601). */
+  since: string;
+}
+
+export interface ParkedData {
+  /** The router's parked-keys table, schema-qualified. */
+  table: string;
+  /** False when the table does not exist (the database is not provisioned): nothing can be parked. */
+  provisioned: boolean;
+  totalKeys: number;
+  totalEvents: number;
+  /** When the longest-parked key was parked, over every key (ISO 8601); null when none is. */
+  oldestSince: string | null;
+  /** At most this many keys are listed, the most events first (--parked-limit). */
+  limit: number;
+  keys: ParkedKey[];
 }
 
 export interface WatchdogData {
@@ -145,6 +174,8 @@ export interface StatusReport {
   targets: { database: string; kafka: string[]; connect: string; watchdog: string };
   options: {
     timeoutMs: number;
+    /** How many parked keys are listed at most. */
+    parkedLimit: number;
     lagWarn: number;
     groups: string[];
     /** Whether --group named the groups (a missing named group is a warning) or the default was used. */
@@ -155,8 +186,9 @@ export interface StatusReport {
   slots: Section<SlotsData>;
   consumerGroups: Section<GroupsData>;
   dlq: Section<DlqData>;
+  parked: Section<ParkedData>;
   watchdog: Section<WatchdogData>;
 }
 
-export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'watchdog';
-export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'watchdog'];
+export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog';
+export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'watchdog'];

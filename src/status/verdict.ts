@@ -1,7 +1,8 @@
+import { formatDuration } from './format';
 import type { Level, StatusReport, Verdict } from './types';
 
 /** What the verdict is computed from: the sections and the thresholds, not the verdict itself. */
-export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'watchdog'> & {
+export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog'> & {
   options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'>;
 };
 
@@ -11,6 +12,7 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
   slots: 'replication slots',
   consumerGroups: 'consumer groups',
   dlq: 'DLQ',
+  parked: 'parked keys',
   watchdog: 'watchdog',
 };
 
@@ -21,8 +23,9 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
  * WARNING — a section could not be read; connector or task in another state than RUNNING (PAUSED,
  *   STOPPED, UNASSIGNED, RESTARTING) or RUNNING without tasks; a local stack service stopped or not
  *   ready; another logical slot inactive; wal_status `extended`; a group's lag on a topic over
- *   --lag-warn; a group named by --group that does not exist; a DLQ topic holding records; the
- *   watchdog reporting firing alerts or an unhealthy /healthz.
+ *   --lag-warn; a group named by --group that does not exist; a DLQ topic holding records; a DLQ
+ *   topic whose retention.ms is not -1 (dead letters expire unseen); parked keys; the watchdog
+ *   reporting firing alerts or an unhealthy /healthz.
  */
 export function computeVerdict(input: VerdictInput): Verdict {
   const reasons: Verdict['reasons'] = [];
@@ -34,7 +37,7 @@ export function computeVerdict(input: VerdictInput): Verdict {
     if (!section.ok) warning(`${label}: could not be checked (${firstSentence(section.error)})`);
   }
 
-  const { stack, connector, slots, consumerGroups, dlq, watchdog } = input;
+  const { stack, connector, slots, consumerGroups, dlq, parked, watchdog } = input;
   if (stack.ok && stack.local) {
     for (const s of stack.services) {
       if (!s.running) warning(`stack: ${s.name} is not running`);
@@ -77,7 +80,22 @@ export function computeVerdict(input: VerdictInput): Verdict {
   }
 
   if (dlq.ok) {
-    for (const t of dlq.topics) if (t.depth > 0) warning(`DLQ ${t.topic} holds ${t.depth} record${t.depth === 1 ? '' : 's'}`);
+    for (const t of dlq.topics) {
+      if (t.depth > 0) warning(`DLQ ${t.topic} holds ${t.depth} record${t.depth === 1 ? '' : 's'}`);
+      if (t.retentionMs !== null && t.retentionMs !== -1) {
+        warning(
+          `DLQ ${t.topic} deletes dead letters after ${formatDuration(t.retentionMs)} (retention.ms=${t.retentionMs}): ` +
+            `keep them with \`kafka-configs.sh --alter --entity-type topics --entity-name ${t.topic} --add-config retention.ms=-1\``,
+        );
+      }
+    }
+  }
+
+  if (parked.ok && parked.totalKeys > 0) {
+    warning(
+      `${parked.totalKeys} key${parked.totalKeys === 1 ? '' : 's'} parked in ${parked.table} (${parked.totalEvents} event${parked.totalEvents === 1 ? '' : 's'}` +
+        `${parked.oldestSince ? `, the longest since ${parked.oldestSince}` : ''}): their events go to the DLQ until \`outbox dlq:replay\` applies them`,
+    );
   }
 
   if (watchdog.ok && watchdog.running) {

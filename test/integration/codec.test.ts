@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AVRO_CONTENT_TYPE, checkSchemas, createCodec, registerSchemas, type TopicFor } from '../../src/codec';
+import { AVRO_CONTENT_TYPE, checkSchemas, createCodec, createRegistryConnection, frameConfluent, registerSchemas, type TopicFor } from '../../src/codec';
+import { parseAvroType } from '../../src/codec/logical-types';
 import { randomName, stackUrls } from '../support/stack-env';
 import { orderCreatedJson, tempSchemas } from '../unit/codec/temp-schemas';
 import { rejection } from '../support/expect-error';
@@ -82,14 +83,50 @@ describe('codec against the real registry (Apicurio ccompat)', () => {
     expect((await checkSchemas({ registry }, { topicFor, schemasDir: v3 })).results[0]).toMatchObject({ status: 'compatible', registryCompatible: true });
   });
 
-  it('decodes garbage, a wrong magic byte and an unknown schema id as DECODE_FAILED (not retriable)', async () => {
+  it('decodes garbage, a wrong magic byte and a cut header as DECODE_FAILED (not retriable)', async () => {
     const codec = createCodec({ registry });
-    const unknownId = Buffer.from([0, 0x7f, 0xff, 0xff, 0xf0, 2, 4]);
-    for (const bytes of [Buffer.from('garbage!'), Buffer.from([1, 0, 0, 0, 1, 2]), Buffer.from([0, 0]), unknownId]) {
+    for (const bytes of [Buffer.from('garbage!'), Buffer.from([1, 0, 0, 0, 1, 2]), Buffer.from([0, 0])]) {
       const error = await rejection(codec.decode(bytes, AVRO_CONTENT_TYPE));
       expect([error.code, error.retriable]).toEqual(['DECODE_FAILED', false]);
     }
-    expect((await rejection(codec.decode(unknownId, AVRO_CONTENT_TYPE))).message).toContain(`schema id ${0x7ffffff0} is not in the registry`);
+  });
+
+  it('a schema id the registry does not know yet is retriable SCHEMA_ID_UNKNOWN; once registered, the record decodes (after the short not-found cache)', async () => {
+    const connection = createRegistryConnection(registry);
+    const uniqueSchema = () => {
+      const json = { type: 'record', name: 'Probe', namespace: randomName('ns').replace(/[^A-Za-z0-9_]/g, '_'), fields: [{ name: 'n', type: 'int' }] };
+      return { text: JSON.stringify(json), type: parseAvroType(json) };
+    };
+    const codec = createCodec({ registry, notFoundCacheMs: 200 });
+    // Registry ids are handed out in order: frame the record with the id the next new schema will get.
+    // Another registration in between takes that id: then start over (bounded).
+    for (let round = 1; ; round++) {
+      const last = await connection.register(randomName('misc-probe'), uniqueSchema().text);
+      const next = uniqueSchema();
+      const bytes = frameConfluent(last + 1, next.type.toBuffer({ n: 42 }));
+      const unknown = await rejection(codec.decode(bytes, AVRO_CONTENT_TYPE));
+      expect([unknown.code, unknown.retriable]).toEqual(['SCHEMA_ID_UNKNOWN', true]);
+      expect(unknown.message).toContain(`schema id ${last + 1} is not in the registry at ${stackUrls.registry}`);
+      const id = await connection.register(randomName('misc-unknown'), next.text);
+      if (id !== last + 1) {
+        expect(round).toBeLessThan(5);
+        continue;
+      }
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const outcome = await codec.decode(bytes, AVRO_CONTENT_TYPE).then(
+          (payload) => ({ payload }),
+          (error: unknown) => ({ error }),
+        );
+        if ('payload' in outcome) {
+          expect(outcome.payload).toEqual({ n: 42 });
+          return;
+        }
+        expect(outcome.error).toMatchObject({ code: 'SCHEMA_ID_UNKNOWN', retriable: true });
+        if (Date.now() > deadline) throw new Error(`schema id ${id} was registered but the codec still does not find it`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
   });
 });
 
@@ -136,8 +173,36 @@ describe('codec when the registry misbehaves', () => {
     requests = [];
     answer = () => [404, { title: 'RESTEASY003210: Could not find resource' }];
     const wrongPath = await rejection(createCodec({ registry: { url: url() }, retries: 2 }).decode(Buffer.from([0, 0, 0, 0, 5, 2]), AVRO_CONTENT_TYPE));
-    expect([wrongPath.code, wrongPath.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', false]);
+    // Retriable for the router (a registry problem, not the record's), but not retried here: seconds will not fix a path.
+    expect([wrongPath.code, wrongPath.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', true]);
     expect(requests).toHaveLength(1);
+  });
+
+  it.each([
+    [401, 'REGISTRY_ACCESS_DENIED', 1],
+    [403, 'REGISTRY_ACCESS_DENIED', 1],
+    [429, 'REGISTRY_UNAVAILABLE', 3],
+    [404, 'SCHEMA_ID_UNKNOWN', 1],
+  ])('decoding while the registry answers HTTP %i is retriable %s (asked %i times)', async (status, code, asked) => {
+    answer = () => [status, status === 404 ? { error_code: 40403, message: 'Schema 5 not found.' } : { message: 'no' }];
+    const error = await rejection(createCodec({ registry: { url: url() }, retries: 2 }).decode(Buffer.from([0, 0, 0, 0, 5, 2]), AVRO_CONTENT_TYPE));
+    expect([error.code, error.retriable]).toEqual([code, true]);
+    expect(requests).toHaveLength(asked);
+  });
+
+  it('asks again for an unknown schema id once the not-found cache expires, not before', async () => {
+    answer = () => [404, { error_code: 40403, message: 'Schema 5 not found.' }];
+    const codec = createCodec({ registry: { url: url() }, notFoundCacheMs: 60_000 });
+    const bytes = Buffer.from([0, 0, 0, 0, 5, 2]);
+    await rejection(codec.decode(bytes, AVRO_CONTENT_TYPE));
+    await rejection(codec.decode(bytes, AVRO_CONTENT_TYPE));
+    expect(requests).toHaveLength(1);
+    // With no not-found cache, the same codec sees the schema as soon as the registry has it.
+    const eager = createCodec({ registry: { url: url() }, notFoundCacheMs: 0 });
+    expect((await rejection(eager.decode(bytes, AVRO_CONTENT_TYPE))).code).toBe('SCHEMA_ID_UNKNOWN');
+    answer = () => [200, { schema: JSON.stringify({ type: 'record', name: 'R', fields: [{ name: 'n', type: 'int' }] }) }];
+    expect(await eager.decode(bytes, AVRO_CONTENT_TYPE)).toEqual({ n: 1 });
+    expect(requests).toHaveLength(3);
   });
 
   it('sends basic auth on every call (lookups and the client\'s registration) and never prints the password', async () => {
@@ -155,7 +220,7 @@ describe('codec when the registry misbehaves', () => {
 
     answer = () => [401, { message: 'Unauthorized' }];
     const denied = await rejection(createCodec({ registry: { url: url(), username: 'bob', password: 'hunter2' } }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
-    expect([denied.code, denied.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', false]);
+    expect([denied.code, denied.retriable]).toEqual(['REGISTRY_ACCESS_DENIED', true]);
     expect(`${denied.message} ${JSON.stringify(denied.details)}`).not.toContain('hunter2');
   });
 

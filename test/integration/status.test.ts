@@ -7,9 +7,12 @@ import { loadConfig, type OutboxConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { startHealthServer } from '../../src/router';
 import { POSTGRES } from '../../src/stack/settings';
-import { collectStatus, renderStatus, type StatusReport } from '../../src/status';
+import { collectStatus, computeVerdict, renderStatus, type StatusReport } from '../../src/status';
+import { healthy } from '../unit/status/fixtures';
 import { createWatchdog, watchdogHealthBody } from '../../src/watchdog';
-import { randomIdentifier, randomName, testKafka, withClient } from '../support/stack-env';
+import { provision } from '../../src/provision';
+import { testConfig } from '../support/outbox-config';
+import { freshDatabase, randomIdentifier, randomName, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 
 /**
  * `outbox status` against the real stack: a DLQ topic with a known number of records, a routed topic
@@ -31,7 +34,7 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 1
 
 /** Builds dist/ if it is older than the status sources; others' transient type errors do not stop tsc emitting. */
 async function ensureBuilt(): Promise<void> {
-  const sources = ['src/cli/status-command.ts', 'src/status/collect.ts', 'src/status/sections.ts', 'src/status/render.ts', 'src/status/verdict.ts'];
+  const sources = ['src/cli/status-command.ts', 'src/status/collect.ts', 'src/status/sections.ts', 'src/status/parked.ts', 'src/status/render.ts', 'src/status/verdict.ts', 'src/status/format.ts'];
   const built = join(ROOT, 'dist', 'status', 'collect.js');
   const newest = Math.max(...sources.map((s) => statSync(join(ROOT, s)).mtimeMs));
   if (existsSync(built) && existsSync(MAIN) && statSync(built).mtimeMs >= newest) return;
@@ -106,7 +109,8 @@ describe('outbox status (real stack)', () => {
     status = await collectStatus(config, { timeoutMs: 15_000, groups: [missingGroup] });
 
     if (!status.dlq.ok) throw new Error(`dlq section failed: ${status.dlq.error}`);
-    expect(status.dlq.topics.find((t) => t.topic === dlqTopic)).toEqual({ topic: dlqTopic, partitions: 2, depth: DLQ_RECORDS });
+    // Created without retention.ms: the broker's default (finite), which status reads and warns about.
+    expect(status.dlq.topics.find((t) => t.topic === dlqTopic)).toEqual({ topic: dlqTopic, partitions: 2, depth: DLQ_RECORDS, retentionMs: expect.any(Number) });
     expect(status.dlq.total).toBeGreaterThanOrEqual(DLQ_RECORDS);
 
     if (!status.consumerGroups.ok) throw new Error(`groups section failed: ${status.consumerGroups.error}`);
@@ -147,6 +151,37 @@ describe('outbox status (real stack)', () => {
       ]),
     );
     expect(JSON.parse(JSON.stringify(status))).toEqual(status);
+  });
+
+  it('warns about a DLQ topic with finite retention (verdict WARNING), not about one with retention.ms=-1', async () => {
+    const finite = `outbox.dlq.${randomName('status-ret')}`;
+    const forever = `outbox.dlq.${randomName('status-keep')}`;
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        { topic: finite, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: '604800000' }] },
+        { topic: forever, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: '-1' }] },
+      ],
+    });
+    try {
+      const only = (topics: string[]) => new RegExp(`^(${topics.map((t) => t.replace(/\./g, '\\.')).join('|')})$`);
+      const s = await collectStatus(config, { timeoutMs: 15_000, dlqTopics: only([finite, forever]) });
+      if (!s.dlq.ok) throw new Error(`dlq section failed: ${s.dlq.error}`);
+      expect(s.dlq.topics).toEqual([
+        { topic: finite, partitions: 1, depth: 0, retentionMs: 604_800_000 },
+        { topic: forever, partitions: 1, depth: 0, retentionMs: -1 },
+      ].sort((a, b) => a.topic.localeCompare(b.topic)));
+      const warning = `DLQ ${finite} deletes dead letters after 7 d (retention.ms=604800000): keep them with \`kafka-configs.sh --alter --entity-type topics --entity-name ${finite} --add-config retention.ms=-1\``;
+      expect(s.verdict.reasons).toContainEqual({ level: 'WARNING', message: warning });
+      expect(s.verdict.reasons.map((r) => r.message).filter((m) => m.includes(forever))).toEqual([]);
+      expect(renderStatus(s, { color: false })).toMatch(new RegExp(`│ ${finite.replace(/\./g, '\\.')} +│ 1 +│ 0 +│ 7 d +│`));
+      // The DLQ section alone decides the verdict when everything else is healthy: WARNING with retention 7 d, OK with -1.
+      expect(computeVerdict({ ...healthy(), dlq: s.dlq })).toEqual({ level: 'WARNING', exitCode: 1, reasons: [{ level: 'WARNING', message: warning }] });
+      const kept = await collectStatus(config, { timeoutMs: 15_000, dlqTopics: only([forever]) });
+      expect(computeVerdict({ ...healthy(), dlq: kept.dlq })).toEqual({ level: 'OK', exitCode: 0, reasons: [] });
+    } finally {
+      await admin.deleteTopics({ topics: [finite, forever] }).catch(() => {});
+    }
   });
 
   it('applies --lag-warn to the group lag', async () => {
@@ -228,4 +263,83 @@ describe('outbox status (real stack)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 300_000);
+});
+
+/**
+ * `outbox status` lists the router's parked keys from `<schema>.<inbox>_parked` on a real, provisioned
+ * database of its own: rows inserted by SQL, as the router would have parked them.
+ */
+describe('outbox status: parked keys (real database)', () => {
+  let db: FreshDatabase;
+  let config: OutboxConfig;
+
+  beforeAll(async () => {
+    db = await freshDatabase('status_parked');
+    config = testConfig(db.name);
+    await provision(config);
+  }, 120_000);
+
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const sql = (text: string, values: unknown[] = []) => withClient(db.name, (c) => c.query(text, values));
+
+  it('a database without the parked table shows "not provisioned", not an error', async () => {
+    const bare = await freshDatabase('status_bare');
+    try {
+      const s = await collectStatus(testConfig(bare.name), { timeoutMs: 15_000 });
+      expect(s.parked).toMatchObject({ ok: true, provisioned: false, totalKeys: 0, keys: [] });
+      expect(s.verdict.reasons.map((r) => r.message).filter((m) => m.includes('parked'))).toEqual([]);
+    } finally {
+      await bare.drop();
+    }
+  });
+
+  it('lists each parked key with its head event (smallest seq), count and since when, the most events first, bounded, with totals', async () => {
+    // billing/order/o-1: 3 events, parked out of id order (the head is the smallest seq, not the smallest id).
+    // billing/order/o-2: 1; shipping/order/o-1: 2 (another consumer: another key); billing/invoice/i-9: 1.
+    const rows: Array<[string, string, string, string, string, string]> = [
+      ['billing', 'order', 'o-1', 'e-30', 'HANDLER_FAILED', '2026-01-01T10:00:00Z'],
+      ['billing', 'order', 'o-1', 'e-10', 'KEY_PARKED', '2026-01-01T10:05:00Z'],
+      ['billing', 'order', 'o-1', 'e-20', 'KEY_PARKED', '2026-01-01T10:06:00Z'],
+      ['billing', 'order', 'o-2', 'e-40', 'DECODE_FAILED', '2026-01-02T00:00:00Z'],
+      ['shipping', 'order', 'o-1', 'e-50', 'HANDLER_TIMEOUT', '2026-01-03T00:00:00Z'],
+      ['shipping', 'order', 'o-1', 'e-51', 'KEY_PARKED', '2026-01-03T00:01:00Z'],
+      ['billing', 'invoice', 'i-9', 'e-60', 'HANDLER_FAILED', '2025-12-31T00:00:00Z'],
+    ];
+    for (const r of rows) {
+      await sql('INSERT INTO public.inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code, parked_at) VALUES ($1, $2, $3, $4, $5, $6)', r);
+    }
+
+    const s = await collectStatus(config, { timeoutMs: 15_000, parkedLimit: 2 });
+    if (!s.parked.ok) throw new Error(`parked section failed: ${s.parked.error}`);
+    expect(s.parked).toMatchObject({ provisioned: true, table: '"public"."inbox_parked"', totalKeys: 4, totalEvents: 7, limit: 2, oldestSince: '2025-12-31T00:00:00.000Z' });
+    expect(s.parked.keys).toEqual([
+      { consumer: 'billing', aggregateType: 'order', aggregateId: 'o-1', events: 3, headEventId: 'e-30', headErrorCode: 'HANDLER_FAILED', since: '2026-01-01T10:00:00.000Z' },
+      { consumer: 'shipping', aggregateType: 'order', aggregateId: 'o-1', events: 2, headEventId: 'e-50', headErrorCode: 'HANDLER_TIMEOUT', since: '2026-01-03T00:00:00.000Z' },
+    ]);
+    expect(s.verdict.reasons).toContainEqual({
+      level: 'WARNING',
+      message: '4 keys parked in "public"."inbox_parked" (7 events, the longest since 2025-12-31T00:00:00.000Z): their events go to the DLQ until `outbox dlq:replay` applies them',
+    });
+    const screen = renderStatus(s, { color: false });
+    expect(screen).toMatch(/│ billing +│ order +│ o-1 +│ 3 +│ e-30 +│ HANDLER_FAILED +│ 2026-01-01T10:00:00\.000Z +│/);
+    expect(screen).toContain('… and 2 more key(s)');
+    expect(JSON.parse(JSON.stringify(s))).toEqual(s);
+  });
+
+  it('`outbox status --json --parked-limit` prints the parked keys for scripts', async () => {
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      LOG_LEVEL: 'silent',
+      PGDATABASE: db.name,
+      OUTBOX_STACK_DIR: process.env.OUTBOX_STACK_DIR,
+    };
+    await ensureBuilt();
+    const { stdout } = await run(process.execPath, [MAIN, 'status', '--json', '--parked-limit', '1', '--timeout', '15000'], env);
+    const parsed = JSON.parse(stdout) as { parked: { ok: boolean; totalKeys: number; keys: Array<{ aggregateId: string; events: number; headEventId: string }> } };
+    expect(parsed.parked).toMatchObject({ ok: true, totalKeys: 4, keys: [{ aggregateId: 'o-1', events: 3, headEventId: 'e-30' }] });
+  });
 });

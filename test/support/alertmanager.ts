@@ -4,8 +4,35 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import axios from 'axios';
+import { aptCommand, aptInstall, type AptDeps } from '../../src/stack/apt-install';
 
-export const ALERTMANAGER_BIN = process.env.ALERTMANAGER_BIN ?? '/usr/bin/prometheus-alertmanager';
+/** Where Debian's prometheus-alertmanager package puts the binary. */
+export const DEBIAN_ALERTMANAGER_BIN = '/usr/bin/prometheus-alertmanager';
+export const ALERTMANAGER_BIN = process.env.ALERTMANAGER_BIN ?? DEBIAN_ALERTMANAGER_BIN;
+const PACKAGE = 'prometheus-alertmanager';
+
+/**
+ * The Alertmanager binary, installed from Debian's packages when it is missing (as the stack installs
+ * PostgreSQL), so `npm test` needs no extra step on a fresh machine. A binary named by ALERTMANAGER_BIN is
+ * never installed over: apt-get could not put it there.
+ */
+export function ensureAlertmanager(binary = ALERTMANAGER_BIN, deps: AptDeps & { exists?: (path: string) => boolean } = {}): string {
+  const exists = deps.exists ?? existsSync;
+  if (exists(binary)) return binary;
+  const fix = `Install it with \`${aptCommand([PACKAGE])}\` (Debian/Ubuntu), or set ALERTMANAGER_BIN to an Alertmanager binary.`;
+  if (binary !== DEBIAN_ALERTMANAGER_BIN) throw new Error(`Alertmanager not found at ${binary} (ALERTMANAGER_BIN). ${fix}`);
+  const outcome = aptInstall([PACKAGE], deps);
+  if (!outcome.ok) {
+    const why = {
+      'not-root': 'the tests do not run as root, so they cannot install it',
+      'no-apt': 'this machine has no apt-get to install it with',
+      failed: `apt-get failed:\n${outcome.output}\n`,
+    }[outcome.reason];
+    throw new Error(`Alertmanager not found at ${binary} and ${why}. ${fix}`);
+  }
+  if (!exists(binary)) throw new Error(`apt-get installed ${PACKAGE}, but ${binary} is still missing. ${fix}`);
+  return binary;
+}
 
 export interface LocalAlertmanager {
   url: string;
@@ -28,14 +55,14 @@ export async function freePort(): Promise<number> {
  * that routes everything to a receiver with no integrations. `stop()` kills it and removes the dir.
  */
 export async function startAlertmanager(): Promise<LocalAlertmanager> {
-  if (!existsSync(ALERTMANAGER_BIN)) throw new Error(`Alertmanager not found at ${ALERTMANAGER_BIN}: apt-get install prometheus-alertmanager, or set ALERTMANAGER_BIN.`);
+  const binary = ensureAlertmanager();
   const dir = mkdtempSync(join(tmpdir(), 'outbox-am-'));
   const configFile = join(dir, 'alertmanager.yml');
   writeFileSync(configFile, ['route:', '  receiver: sink', '  group_wait: 1s', 'receivers:', '  - name: sink', ''].join('\n'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child: ChildProcess = spawn(
-    ALERTMANAGER_BIN,
+    binary,
     [`--config.file=${configFile}`, `--storage.path=${join(dir, 'data')}`, '--cluster.listen-address=', `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

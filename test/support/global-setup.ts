@@ -1,4 +1,5 @@
 import { createStack, probeConnect, probeKafka, probePostgres, probeRegistry } from '../../src/stack';
+import { ensureAlertmanager } from './alertmanager';
 import { startComposeStack } from './containers';
 
 /**
@@ -7,6 +8,13 @@ import { startComposeStack } from './containers';
  * through testcontainers, on the same host ports, so the suites do not change.
  */
 export default async function globalSetup(): Promise<void> {
+  // The watchdog's Alertmanager test needs the binary: installed here, outside any test's time limit
+  // (apt-get can take minutes). When that is impossible, only that test fails, with the same message.
+  try {
+    ensureAlertmanager();
+  } catch (error) {
+    process.stderr.write(`\n[integration] ${(error as Error).message} Only the Alertmanager tests need it.\n`);
+  }
   if (process.env.STACK === 'containers') {
     await startComposeStack();
     return;

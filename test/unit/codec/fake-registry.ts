@@ -1,5 +1,6 @@
 import type { Type } from 'avsc';
 import { parseAvroType } from '../../../src/codec/logical-types';
+import { errorCode, writerSchemaFailure } from '../../../src/codec/registry-errors';
 import type { RegistryConnection } from '../../../src/codec';
 
 /** An in-memory stand-in for the registry: ids per distinct schema text (like Apicurio's contentIds). */
@@ -9,6 +10,11 @@ export interface FakeRegistry extends RegistryConnection {
   /** What `isCompatible` answers (the real registry's verdict is tested in integration). */
   compatible: boolean;
   level: string;
+  /**
+   * When set, `writerType` answers as the real connection does when `GET /schemas/ids/{id}` gets this
+   * HTTP status and body (404 with error_code 40403: the id is unknown).
+   */
+  schemaAnswer?: { status: number; body?: unknown };
 }
 
 export function fakeRegistry(firstId = 41): FakeRegistry {
@@ -60,6 +66,9 @@ export function fakeRegistry(firstId = 41): FakeRegistry {
     },
     async writerType(id): Promise<Type | undefined> {
       fake.calls.push(`schema ${id}`);
+      const answer = fake.schemaAnswer;
+      if (answer && answer.status === 404 && errorCode(answer.body) === 40403) return undefined;
+      if (answer) throw writerSchemaFailure(fake.url, id, answer.status, answer.body);
       const text = texts.get(id);
       return text === undefined ? undefined : parseAvroType(JSON.parse(text));
     },

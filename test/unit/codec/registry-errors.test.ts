@@ -1,5 +1,5 @@
 /** src/codec/registry-errors.ts: which registry failures are retriable, and what the messages tell. */
-import { fromClientError, fromRegistryStatus, splitCredentials } from '../../../src/codec/registry-errors';
+import { fromClientError, fromRegistryStatus, splitCredentials, writerSchemaFailure } from '../../../src/codec/registry-errors';
 import { createRegistryConnection } from '../../../src/codec';
 
 const URL_ = 'http://127.0.0.1:8081/apis/ccompat/v7';
@@ -11,10 +11,24 @@ describe('registry error classification', () => {
     expect(error.message).toContain('HTTP 503 (busy)');
   });
 
-  it('names the credential settings on 401/403, not retriable', () => {
-    const error = fromRegistryStatus(URL_, 'x', 'GET /x', 401, undefined);
-    expect([error.code, error.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', false]);
-    expect(error.message).toContain('OUTBOX_REGISTRY_USERNAME');
+  it('names the credential settings on 401/403, retriable: a refused credential is no reason to dead-letter a record', () => {
+    for (const status of [401, 403]) {
+      const error = fromRegistryStatus(URL_, 'x', 'GET /x', status, undefined);
+      expect([error.code, error.retriable]).toEqual(['REGISTRY_ACCESS_DENIED', true]);
+      expect(error.message).toContain('OUTBOX_REGISTRY_USERNAME');
+    }
+  });
+
+  it('treats 429 (rate limited) as a retriable outage', () => {
+    const error = fromRegistryStatus(URL_, 'fetching schema id 3', 'GET /schemas/ids/3', 429, { message: 'slow down' });
+    expect([error.code, error.retriable]).toEqual(['REGISTRY_UNAVAILABLE', true]);
+    expect(error.message).toContain('HTTP 429 (rate limited) (slow down)');
+  });
+
+  it('makes every failure to fetch a writer schema retriable, keeping its code and message', () => {
+    const wrongPath = writerSchemaFailure('http://127.0.0.1:8081', 7, 404, { title: 'RESTEASY003210: Could not find resource' });
+    expect([wrongPath.code, wrongPath.retriable]).toEqual(['REGISTRY_REQUEST_FAILED', true]);
+    expect(wrongPath.message).toContain('/apis/ccompat/v7');
   });
 
   it('recognises a 404 that is not the Confluent API (wrong base path)', () => {

@@ -3,7 +3,7 @@
  * Only local things: files in a temp dir, this process, a `sleep` child, and ports on 127.0.0.1
  * that the test binds itself (ephemeral, never the stack's).
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -154,17 +154,48 @@ describe('treeRssBytes', () => {
   });
 
   it("counts a child's memory in its parent's tree", async () => {
-    const pid = spawnDetached({ command: 'sleep', args: ['30'], logFile: join(dir, 'rss.log'), pidFile: join(dir, 'rss.pid') });
-    started.push(pid);
-    const child = treeRssBytes(pid);
-    expect(child).toBeGreaterThan(0);
-    // The tree of this process includes the child: it is at least the child plus this process alone.
-    const stat = readFileSync('/proc/self/stat', 'utf8');
-    const ownPages = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[21]);
-    expect(treeRssBytes(process.pid)).toBeGreaterThanOrEqual(child + ownPages * 4096 * 0.5);
-    expect(await stopProcess(pid, 5000)).toBe('stopped');
+    // The child touches 32 MiB, then says so on stdout: only then is its memory resident and countable.
+    const allocated = 32 * 1024 * 1024;
+    const child = spawn(process.execPath, ['-e', `globalThis.b = Buffer.alloc(${allocated}, 1); console.log('allocated'); setInterval(() => {}, 60000);`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        child.stdout?.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('allocated\n')) resolve();
+        });
+        child.once('exit', (code) => reject(new Error(`the child exited (code ${code}) before allocating`)));
+      });
+      const pid = child.pid as number;
+      await waitForChildInProc(pid, process.pid);
+      const childTree = treeRssBytes(pid);
+      expect(childTree).toBeGreaterThanOrEqual(allocated);
+      // This process's tree holds the child's 32 MiB on top of this process's own memory.
+      const stat = readFileSync('/proc/self/stat', 'utf8');
+      const ownPages = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[21]);
+      expect(treeRssBytes(process.pid)).toBeGreaterThanOrEqual(allocated + ownPages * 4096 * 0.5);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
+
+/** Polls /proc until `pid` is listed with `parent` as its parent (bounded: fails the test after 10 s). */
+async function waitForChildInProc(pid: number, parent: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent) return;
+    } catch {
+      // not in /proc yet
+    }
+    if (Date.now() > deadline) throw new Error(`process ${pid} never appeared in /proc under ${parent}`);
+    await sleep(20);
+  }
+}
 
 describe('spawnDetached and stopProcess', () => {
   it('starts `sleep 30` in its own session, writes the pid file, and stops it with SIGTERM', async () => {

@@ -21,7 +21,7 @@ describe('renderStatus', () => {
     const s = healthy();
     if (!s.slots.ok || !s.dlq.ok) throw new Error('fixture');
     s.slots.slots.push(slot({ name: 'old_slot', configured: false, active: false, walStatus: 'extended', retainedBytes: 3 * 2 ** 30, safeWalSizeBytes: 512 * 2 ** 20 }));
-    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 2, depth: 7 }];
+    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 2, depth: 7, retentionMs: -1 }];
     const out = renderStatus(withVerdict(s), { color: false });
     expect(out).toMatch(/│ postgres +│ ready +│ 100 +│ 55432 +│ 100\.0 MiB +│ PostgreSQL 16\.4/);
     expect(out).toMatch(/│ task 0 +│ RUNNING +│ 127\.0\.0\.1:8083/);
@@ -79,5 +79,33 @@ describe('renderStatus', () => {
   it('stays JSON-serialisable: a report survives a JSON round trip unchanged', () => {
     const s = withVerdict(healthy());
     expect(JSON.parse(JSON.stringify(s))).toEqual(s);
+  });
+
+  it('shows DLQ retention and the parked keys with their head event, bounded by the limit', () => {
+    const s = healthy();
+    if (!s.dlq.ok || !s.parked.ok) throw new Error('fixture');
+    s.dlq.topics = [
+      { topic: 'outbox.dlq.order', partitions: 1, depth: 0, retentionMs: 604_800_000 },
+      { topic: 'outbox.dlq.invoice', partitions: 1, depth: 0, retentionMs: -1 },
+    ];
+    Object.assign(s.parked, {
+      totalKeys: 4,
+      totalEvents: 9,
+      oldestSince: '2026-01-01T00:00:00.000Z',
+      limit: 2,
+      keys: [
+        { consumer: 'billing', aggregateType: 'order', aggregateId: 'o-1', events: 5, headEventId: 'e-1', headErrorCode: 'HANDLER_FAILED', since: '2026-01-01T00:00:00.000Z' },
+        { consumer: 'billing', aggregateType: 'order', aggregateId: 'o-2', events: 2, headEventId: 'e-7', headErrorCode: 'DECODE_FAILED', since: '2026-01-02T00:00:00.000Z' },
+      ],
+    });
+    const out = renderStatus(s, { color: false });
+    expect(out).toMatch(/│ outbox\.dlq\.order +│ 1 +│ 0 +│ 7 d +│/);
+    expect(out).toMatch(/│ outbox\.dlq\.invoice +│ 1 +│ 0 +│ forever +│/);
+    expect(out).toContain('Parked keys ("public"."inbox_parked"; 4 keys, 9 events; the most events first)');
+    expect(out).toMatch(/│ billing +│ order +│ o-1 +│ 5 +│ e-1 +│ HANDLER_FAILED +│ 2026-01-01T00:00:00\.000Z +│/);
+    expect(out).toContain('… and 2 more key(s) (--parked-limit, --json)');
+
+    const none = healthy();
+    expect(renderStatus(none, { color: false })).toContain('Parked keys ("public"."inbox_parked")\n  none');
   });
 });

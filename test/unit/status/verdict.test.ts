@@ -97,7 +97,7 @@ describe('computeVerdict', () => {
   it('warns when a DLQ holds records', () => {
     const s = healthy();
     if (!s.dlq.ok) throw new Error('fixture');
-    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 3, depth: 1 }, { topic: 'outbox.dlq.invoice', partitions: 1, depth: 4 }];
+    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 3, depth: 1, retentionMs: -1 }, { topic: 'outbox.dlq.invoice', partitions: 1, depth: 4, retentionMs: -1 }];
     expect(messages(s)).toEqual(['WARNING DLQ outbox.dlq.order holds 1 record', 'WARNING DLQ outbox.dlq.invoice holds 4 records']);
   });
 
@@ -138,11 +138,39 @@ describe('computeVerdict', () => {
   it('lists CRITICAL reasons before WARNING ones and takes the worst level', () => {
     const s = healthy();
     if (!s.dlq.ok || !s.slots.ok) throw new Error('fixture');
-    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 1, depth: 2 }];
+    s.dlq.topics = [{ topic: 'outbox.dlq.order', partitions: 1, depth: 2, retentionMs: -1 }];
     s.slots.slots = [slot({ walStatus: 'lost', active: false })];
     const v = verdictOf(s);
     expect(v.level).toBe('CRITICAL');
     expect(v.exitCode).toBe(2);
     expect(v.reasons.map((r) => r.level)).toEqual(['CRITICAL', 'CRITICAL', 'WARNING']);
+  });
+
+  it('warns about a DLQ topic that lets dead letters expire (retention.ms not -1), not about one that keeps them', () => {
+    const s = healthy();
+    if (!s.dlq.ok) throw new Error('fixture');
+    s.dlq.topics = [
+      { topic: 'outbox.dlq.order', partitions: 1, depth: 0, retentionMs: 604_800_000 },
+      { topic: 'outbox.dlq.invoice', partitions: 1, depth: 0, retentionMs: -1 },
+      { topic: 'outbox.dlq.unreadable', partitions: 1, depth: 0, retentionMs: null },
+    ];
+    expect(verdictOf(s)).toMatchObject({ level: 'WARNING', exitCode: 1 });
+    expect(messages(s)).toEqual([
+      'WARNING DLQ outbox.dlq.order deletes dead letters after 7 d (retention.ms=604800000): ' +
+        'keep them with `kafka-configs.sh --alter --entity-type topics --entity-name outbox.dlq.order --add-config retention.ms=-1`',
+    ]);
+  });
+
+  it('warns about parked keys with their totals and since when', () => {
+    const s = healthy();
+    if (!s.parked.ok) throw new Error('fixture');
+    Object.assign(s.parked, { totalKeys: 3, totalEvents: 7, oldestSince: '2026-01-01T00:00:00.000Z' });
+    expect(messages(s)).toEqual([
+      'WARNING 3 keys parked in "public"."inbox_parked" (7 events, the longest since 2026-01-01T00:00:00.000Z): their events go to the DLQ until `outbox dlq:replay` applies them',
+    ]);
+    const unprovisioned = healthy();
+    if (!unprovisioned.parked.ok) throw new Error('fixture');
+    unprovisioned.parked.provisioned = false;
+    expect(verdictOf(unprovisioned).level).toBe('OK');
   });
 });

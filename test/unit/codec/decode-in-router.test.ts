@@ -1,0 +1,95 @@
+/**
+ * The codec's registry errors as the router sees them (src/router/process-record.ts waits on retriable
+ * decode errors and dead-letters the rest): a registry problem must never dead-letter a record.
+ * The real codec over the fake registry; the router's pool and DLQ producer are stand-ins.
+ */
+import type { KafkaMessage, Message } from 'kafkajs';
+import type { Pool } from 'pg';
+import { AVRO_CONTENT_TYPE, createCodec, frameConfluent } from '../../../src/codec';
+import { processRecord, type RecordDeps } from '../../../src/router/process-record';
+import type { RouterStats } from '../../../src/router/types';
+import { fakeRegistry, type FakeRegistry } from './fake-registry';
+
+const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
+const order = { orderId: 'o-1', customerId: 'c-7', currency: 'EUR', totalCents: 1999, lines: [], placedAt: new Date('2026-11-30T12:00:00.000Z') };
+
+/** An inbox that accepts every record: the registry is what is under test. */
+const pool = { connect: async () => ({ query: async (sql: string) => ({ command: sql.split(' ')[0], rowCount: 1 }), release: () => {} }) } as unknown as Pool;
+
+function route(registry: FakeRegistry) {
+  const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry });
+  const letters: Message[] = [];
+  const applied: unknown[] = [];
+  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
+  const deps: RecordDeps = {
+    handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } },
+    codec,
+    pool,
+    inboxTable: '"public"."inbox"',
+    consumer: 'c',
+    maxAttempts: 3,
+    backoff: { initialDelayMs: 1, maxDelayMs: 2 },
+    infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 2 },
+    aggregateTypeOf: () => 'order',
+    dlqTopicFor: () => 'outbox.dlq.order',
+    sendDeadLetter: async (_topic, m) => void letters.push(m),
+    heartbeat: async () => {},
+    signal: new AbortController().signal,
+    stats,
+    emit: () => {},
+  };
+  const body = codec.schemas.get('order', 'OrderCreated').type.toBuffer(order);
+  const run = (schemaId: number, bytes = body) =>
+    processRecord('outbox.event.order', 0, {
+      key: Buffer.from('o-1'),
+      value: frameConfluent(schemaId, bytes),
+      headers: { id: '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77', eventType: 'OrderCreated', contentType: AVRO_CONTENT_TYPE },
+      offset: '0',
+      timestamp: '1700000000000',
+      attributes: 0,
+    } as KafkaMessage, deps);
+  return { codec, run, letters, applied, stats };
+}
+
+/** Runs `fix` just before the registry is asked for the `after`-th time: the registry heals while the router waits. */
+function healAfter(registry: FakeRegistry, after: number, fix: () => void): void {
+  const writerType = registry.writerType.bind(registry);
+  let asked = 0;
+  registry.writerType = (id) => {
+    if (++asked === after) fix();
+    return writerType(id);
+  };
+}
+
+describe('a registry problem seen by the router', () => {
+  it('waits for a schema id the registry does not know yet, then applies the record: no dead letter', async () => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, applied, stats } = route(registry);
+    healAfter(registry, 3, () => void registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text));
+    expect(await run(41)).toBe('applied');
+    expect(letters).toEqual([]);
+    expect(applied).toEqual([order]);
+    expect(stats).toMatchObject({ deadLettered: 0, infrastructureRetries: 2 });
+  });
+
+  it.each([401, 403, 429, 503])('waits while the registry answers HTTP %i, then applies the record: no dead letter', async (status) => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, applied, stats } = route(registry);
+    await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    registry.schemaAnswer = { status, body: { message: 'no' } };
+    healAfter(registry, 2, () => (registry.schemaAnswer = undefined));
+    expect(await run(41)).toBe('applied');
+    expect(letters).toEqual([]);
+    expect(applied).toEqual([order]);
+    expect(stats.infrastructureRetries).toBe(1);
+  });
+
+  it('dead-letters a body that does not fit its (known) schema: that is the record, not the registry', async () => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, stats } = route(registry);
+    await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(41, Buffer.from([0x02]))).toBe('dead-lettered');
+    expect(letters[0]?.headers).toMatchObject({ 'x-error-code': 'DECODE_FAILED' });
+    expect(stats.infrastructureRetries).toBe(0);
+  });
+});
