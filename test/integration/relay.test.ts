@@ -7,7 +7,7 @@ import { createLogger } from '../../src/log';
 import { createOutboxWriter, type OutboxEvent, type OutboxWriter } from '../../src/producer';
 import { uuidv7 } from '../../src/producer/uuidv7';
 import { provision } from '../../src/provision';
-import { createRelay, createRelayMetrics, type Relay, type RelayOptions } from '../../src/relay';
+import { createRelay, createRelayMetrics, type Relay, type RelayEventName, type RelayOptions } from '../../src/relay';
 import { createRouter, type Router, type RoutedEvent } from '../../src/router';
 import { collect } from '../support/consume';
 import { rejection } from '../support/expect-error';
@@ -38,6 +38,8 @@ describe('polling relay', () => {
     await provision(config);
     pool = createPool(config.database, { max: 8 });
     await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
+    // A business table whose row is the aggregate: writers update it, and so lock it, before writing the event.
+    await pool.query('CREATE TABLE accounts (id text PRIMARY KEY, version int NOT NULL DEFAULT 0)');
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
     writer = createOutboxWriter({ outbox: config.outbox, codec, contentType: JSON_CONTENT_TYPE });
   });
@@ -248,6 +250,93 @@ describe('polling relay', () => {
     expect(records.map((r) => (JSON.parse(r.value.toString('utf8')) as { n: number }).n)).toEqual([0, 1, 2]);
     expect(records.map((r) => r.headers.id)).toEqual(ids);
     expect(relay.stats().failed).toBe(0);
+  });
+
+  it('publishes one aggregate\'s events in commit order when the transaction that started first wrote last', async () => {
+    const type = randomName('agg');
+    const account = randomName('acct');
+    await pool.query('INSERT INTO accounts (id) VALUES ($1)', [account]);
+    const first = await pool.connect();
+    try {
+      // T1 starts (its now(), hence created_at, is fixed here) ...
+      await first.query('BEGIN');
+      await first.query('SELECT now()');
+      // ... T2 starts later, updates the aggregate, writes event A and commits ...
+      const a = await inTx(async (c) => {
+        await c.query('UPDATE accounts SET version = version + 1 WHERE id = $1', [account]);
+        return writer.writeEvent(c, { aggregateType: type, aggregateId: account, type: 'Happened', payload: { n: 'A' } });
+      });
+      // ... then T1 updates the aggregate, writes event B and commits: B follows A on the aggregate.
+      await first.query('UPDATE accounts SET version = version + 1 WHERE id = $1', [account]);
+      const b = await writer.writeEvent(first, { aggregateType: type, aggregateId: account, type: 'Happened', payload: { n: 'B' } });
+      await first.query('COMMIT');
+      const created = (await pool.query('SELECT id FROM outbox WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[a.id, b.id]])).rows.map((r) => r.id);
+      expect(created).toEqual([b.id, a.id]); // the setting of the defect: transaction start order is B, A
+
+      await startRelay({}, { workers: 1 });
+      const records = await collect([topicOf(type)], (rs) => rs.length >= 2);
+      expect(records.map((r) => r.headers.id)).toEqual([a.id, b.id]);
+    } finally {
+      await first.query('ROLLBACK').catch(() => {});
+      first.release();
+    }
+  });
+
+  it('does not let a later event of an aggregate overtake an earlier one that another session holds locked', async () => {
+    const type = randomName('agg');
+    const write = (aggregateId: string, n: number) => inTx((c) => writer.writeEvent(c, { aggregateType: type, aggregateId, type: 'Happened', payload: { n } }));
+    const e1 = await write('held', 1);
+    const e2 = await write('held', 2);
+    const other = await write('free', 3);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE', [e1.id]); // SKIP LOCKED passes e1 over
+      await startRelay({}, { workers: 1 }); // one shard: every claim sees all three rows
+      await until('the other aggregate published', () => unpublished([other.id]), (n) => n === 0);
+      expect(await unpublished([e1.id, e2.id])).toBe(2);
+      await holder.query('COMMIT');
+      await until('held aggregate published', () => unpublished([e1.id, e2.id]), (n) => n === 0);
+      const records = await collect([topicOf(type)], (rs) => rs.length >= 3);
+      expect(records.filter((r) => r.key === 'held').map((r) => r.headers.id)).toEqual([e1.id, e2.id]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+  });
+
+  it('bounds the bytes of a batch by maxBatchBytes (at most one row over), and sends a row larger than the budget alone', async () => {
+    const type = randomName('agg');
+    const budget = 300 * 1024;
+    const blob = (kib: number) => 'x'.repeat(kib * 1024);
+    const ids = await inTx(async (c) => {
+      const out: string[] = [];
+      for (let n = 0; n < 6; n++) out.push((await writer.writeEvent(c, { aggregateType: type, aggregateId: `k${n % 2}`, type: 'Happened', payload: { n, blob: blob(100) } })).id);
+      out.push((await writer.writeEvent(c, { aggregateType: type, aggregateId: 'huge', type: 'Happened', payload: { n: 6, blob: blob(400) } })).id);
+      return out;
+    });
+    const batches: Array<{ claimed: number; bytes: number }> = [];
+    const onEvent = (name: RelayEventName, data: Record<string, unknown>) => {
+      if (name === 'relay.batch' && (data.claimed as number) > 0) batches.push({ claimed: data.claimed as number, bytes: data.bytes as number });
+    };
+    const metrics = createRelayMetrics();
+    await startRelay({ onEvent: (name, data) => (onEvent(name, data), metrics.onEvent(name, data)) }, { workers: 1, maxBatchBytes: budget });
+    await until('all rows published', () => unpublished(ids), (n) => n === 0);
+    const records = await collect([topicOf(type)], (rs) => rs.length >= 7);
+    expect(records.filter((r) => r.key === 'k0').map((r) => r.headers.id)).toEqual([ids[0], ids[2], ids[4]]);
+
+    expect(batches.reduce((n, b) => n + b.claimed, 0)).toBe(7);
+    const largestRow = 401 * 1024; // the 400 KiB payload plus its JSON and headers
+    for (const batch of batches) {
+      expect(typeof batch.bytes).toBe('number');
+      expect(batch.bytes).toBeLessThan(budget + largestRow);
+      // A batch over the budget is a single row, or ends with the one row that crossed it (at most 101 KiB here).
+      if (batch.claimed > 1) expect(batch.bytes).toBeLessThan(budget + 101 * 1024);
+    }
+    // 600 KiB of small rows cannot fit one 300 KiB batch; the 400 KiB row went alone.
+    expect(batches.length).toBeGreaterThanOrEqual(3);
+    expect(batches.some((b) => b.claimed === 1 && b.bytes > budget)).toBe(true);
+    expect(await metrics.registry.metrics()).toMatch(/outbox_relay_batch_bytes_count [1-9]/);
   });
 
   it('refuses bad settings, a missing table, an unreachable database or broker, and a second instance with another worker count', async () => {
