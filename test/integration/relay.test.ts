@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Client, Pool, PoolClient } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
@@ -6,13 +6,14 @@ import { createKafka } from '../../src/kafka';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter, type OutboxEvent, type OutboxWriter } from '../../src/producer';
 import { uuidv7 } from '../../src/producer/uuidv7';
-import { provision } from '../../src/provision';
+import { loadMigrations, provision } from '../../src/provision';
+import { renderSql, type Migration } from '../../src/provision/sql-files';
 import { createRelay, createRelayMetrics, type Relay, type RelayEventName, type RelayOptions } from '../../src/relay';
 import { createRouter, type Router, type RoutedEvent } from '../../src/router';
 import { collect } from '../support/consume';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomName, withClient, type FreshDatabase } from '../support/stack-env';
 
 jest.setTimeout(120_000);
 
@@ -339,6 +340,32 @@ describe('polling relay', () => {
     }
     expect(batches.some((b) => b.claimed === 1 && b.bytes > budget)).toBe(true);
     expect(await metrics.registry.metrics()).toMatch(/outbox_relay_batch_bytes_count [1-9]/);
+  });
+
+  it('migration 007 numbers existing unpublished rows in their old claim order, below every new row', async () => {
+    const other = await freshDatabase('relaymig');
+    try {
+      const cfg = testConfig(other.name);
+      const migrations = loadMigrations();
+      const apply = (c: Client, m: Migration) => c.query(renderSql(m.template, cfg, m.name));
+      await withClient(other.name, async (c) => {
+        for (const m of migrations.filter((x) => x.id < 7)) await apply(c, m);
+        // Physical order differs from (created_at, id); one row is already published.
+        const insert = "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, created_at, published_at) VALUES ($1, 't', 'k', 'E', '\\x7b7d', 'application/json', $2, $3)";
+        await c.query(insert, ['00000000-0000-4000-8000-000000000003', '2026-01-01T00:00:03Z', null]);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000001', '2026-01-01T00:00:01Z', null]);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000009', '2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z']);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000002', '2026-01-01T00:00:01Z', null]);
+        await apply(c, migrations.find((m) => m.id === 7) as Migration);
+        // A plain INSERT with only the documented columns still works: seq has its default.
+        await c.query("INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES ('00000000-0000-4000-8000-000000000000', 't', 'k', 'E', '\\x7b7d', 'application/json')");
+        const order = (await c.query('SELECT id FROM outbox WHERE published_at IS NULL ORDER BY seq')).rows.map((r) => r.id.slice(-1));
+        expect(order).toEqual(['1', '2', '3', '0']);
+        await expect(c.query("INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, seq) VALUES (gen_random_uuid(), 't', 'k', 'E', '\\x7b7d', 'application/json', 1)")).rejects.toMatchObject({ code: '428C9' });
+      });
+    } finally {
+      await other.drop();
+    }
   });
 
   it('refuses bad settings, a missing table, an unreachable database or broker, and a second instance with another worker count', async () => {
