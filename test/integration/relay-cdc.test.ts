@@ -91,9 +91,8 @@ describe('relay and CDC publish the same records', () => {
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) });
     const writer = createOutboxWriter({ outbox: config.outbox, codec });
     const orderId = randomName('order');
-    // Explicit ids, ascending in write order. Both rows share created_at (one transaction), so the relay
-    // orders them by id, while CDC follows insert order; the writer's uuidv7() is not monotonic within one
-    // millisecond, so two generated ids may sort the other way round (see docs/relay.md, "Known limitation").
+    // Both rows in one transaction: CDC follows insert order, and so does the relay (it orders by seq, numbered
+    // at insert; docs/relay.md, "What order is guaranteed"). The ids are explicit only to name them below.
     const now = Date.now();
     const [firstId, secondId] = [uuidv7(now), uuidv7(now + 1)];
     const client = await pool.connect();

@@ -95,7 +95,7 @@ describe('polling relay', () => {
     const avro = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
     const orderId = randomName('order');
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    // Ids ascending in write order: one transaction gives both rows one created_at, so id decides (docs/relay.md, "Known limitation").
+    // One transaction: the relay publishes in insert order (seq), as CDC does (docs/relay.md, "What order is guaranteed").
     const now = Date.now();
     const events: OutboxEvent[] = [
       { id: uuidv7(now), aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: '0', cancelledAt: new Date() }, traceparent, headers: { tenant: 'acme' } },
@@ -239,7 +239,7 @@ describe('polling relay', () => {
     const big = (n: number) => ({ n, blob: 'x'.repeat(600 * 1024) });
     const ids = await inTx(async (c) => {
       const out: string[] = [];
-      // Separate statements, so created_at ties are broken by ids made in separate milliseconds at worst.
+      // Separate statements: seq numbers them in this order.
       for (let n = 0; n < 3; n++) {
         out.push((await writer.writeEvent(c, { id: uuidv7(Date.now() + n), aggregateType: type, aggregateId: 'big', type: 'Happened', payload: big(n) })).id);
       }
