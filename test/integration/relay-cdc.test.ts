@@ -92,9 +92,9 @@ describe('relay and CDC publish the same records', () => {
     const writer = createOutboxWriter({ outbox: config.outbox, codec });
     const orderId = randomName('order');
     // Both rows in one transaction: CDC follows insert order, and so does the relay (it orders by seq, numbered
-    // at insert; docs/relay.md, "What order is guaranteed"). The ids are explicit only to name them below.
+    // at insert; docs/relay.md, "What order is guaranteed"). Ids descending in write order: they play no part.
     const now = Date.now();
-    const [firstId, secondId] = [uuidv7(now), uuidv7(now + 1)];
+    const [firstId, secondId] = [uuidv7(now + 1), uuidv7(now)];
     const client = await pool.connect();
     let ids: string[];
     try {
