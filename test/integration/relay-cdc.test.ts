@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
@@ -6,7 +7,6 @@ import { deleteConnector, deployConnector } from '../../src/connector';
 import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter } from '../../src/producer';
-import { uuidv7 } from '../../src/producer/uuidv7';
 import { provision } from '../../src/provision';
 import { createRelay, type Relay } from '../../src/relay';
 import { waitForTopics } from '../support/consume';
@@ -93,8 +93,7 @@ describe('relay and CDC publish the same records', () => {
     const orderId = randomName('order');
     // Both rows in one transaction: CDC follows insert order, and so does the relay (it orders by seq, numbered
     // at insert; docs/relay.md, "What order is guaranteed"). Ids descending in write order: they play no part.
-    const now = Date.now();
-    const [firstId, secondId] = [uuidv7(now + 1), uuidv7(now)];
+    const [firstId, secondId] = [randomUUID(), randomUUID()].sort().reverse();
     const client = await pool.connect();
     let ids: string[];
     try {
