@@ -356,6 +356,10 @@ describe('polling relay', () => {
         await c.query(insert, ['00000000-0000-4000-8000-000000000001', '2026-01-01T00:00:01Z', null]);
         await c.query(insert, ['00000000-0000-4000-8000-000000000009', '2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z']);
         await c.query(insert, ['00000000-0000-4000-8000-000000000002', '2026-01-01T00:00:01Z', null]);
+        // A relay of this release refuses a table without seq, and says how to add it.
+        const stale = await rejection(createRelay({ config: cfg, logger: silent }).start());
+        expect(stale.code).toBe('RELAY_TABLE_INVALID');
+        expect(stale.message).toContain('db:provision');
         await apply(c, migrations.find((m) => m.id === 7) as Migration);
         // A plain INSERT with only the documented columns still works: seq has its default.
         await c.query("INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES ('00000000-0000-4000-8000-000000000000', 't', 'k', 'E', '\\x7b7d', 'application/json')");
