@@ -20,6 +20,12 @@ export const relaySchema = z
     poolSize: positiveInt(200).default(8),
     /** Rows claimed (FOR UPDATE SKIP LOCKED) and published per transaction. */
     batchSize: positiveInt(10_000).default(500),
+    /**
+     * Bytes per claim (payload, key and headers, as sent), so a batch of large payloads cannot hold batchSize
+     * of them in memory at once: rows are claimed until this is reached, always at least one, so a batch
+     * holds at most this plus one row. Memory of one instance ≈ workers × maxBatchBytes (+ one row each).
+     */
+    maxBatchBytes: positiveInt(1024 * 1024 * 1024).default(16 * 1024 * 1024),
     /** Wait between polls when a shard had less than a full batch; a full batch polls again at once. */
     pollIntervalMs: positiveInt(60_000).default(100),
     /** Published rows are kept this long (for audits and replays), then deleted; 0 deletes them at the next cleanup. */
@@ -48,6 +54,7 @@ export type RelayConfig = z.output<typeof relaySchema>;
 export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_RELAY_WORKERS', path: ['relay', 'workers'], type: 'number' },
   { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'], type: 'number' },
+  { env: 'OUTBOX_RELAY_MAX_BATCH_BYTES', path: ['relay', 'maxBatchBytes'], type: 'number' },
   { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },

@@ -12,7 +12,7 @@ import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry
 import { runCleanup } from './cleanup';
 import { createKeyBlocks, type KeyBlocks } from './key-blocks';
 import { publishBatch, type Sender } from './publish';
-import { chunkByBytes, groupByTopic, recordFor, type OutboxRow, type RelayRecord } from './records';
+import { chunkByBytes, groupByTopic, recordBytes, recordFor, type OutboxRow, type RelayRecord } from './records';
 import { buildRelaySql, lockNamespaces } from './sql';
 import type { RelayEventListener, RelayEventName, RelayStats } from './types';
 
@@ -157,14 +157,17 @@ export function createRelay(options: RelayOptions): Relay {
     },
   };
 
-  /** One claim transaction of one shard. Returns how many rows it claimed and whether every publish failed. */
-  async function runBatch(shard: number, keyBlocks: KeyBlocks, idle: boolean): Promise<{ claimed: number; allFailed: boolean }> {
+  /**
+   * One claim transaction of one shard. Returns how many rows it claimed, whether the batch was full (by
+   * rows or bytes: more may be waiting) and whether every publish failed.
+   */
+  async function runBatch(shard: number, keyBlocks: KeyBlocks, idle: boolean): Promise<{ claimed: number; full: boolean; allFailed: boolean }> {
     if (idle) {
       const { rowCount } = await query(pool as Pool, sql.probe, [shard, settings.workers, keyBlocks.active()]);
       if (!rowCount) {
         stats.emptyClaims++;
         emit('relay.batch', { shard, claimed: 0, queries: 1 }, 'trace');
-        return { claimed: 0, allFailed: false };
+        return { claimed: 0, full: false, allFailed: false };
       }
     }
     const client = await (pool as Pool).connect();
@@ -177,15 +180,17 @@ export function createRelay(options: RelayOptions): Relay {
     try {
       await q('BEGIN');
       const claimStart = performance.now();
-      const { rows } = await q<OutboxRow>(sql.claim, [ns.shards, shard, settings.workers, settings.batchSize, keyBlocks.active()]);
+      const { rows } = await q<OutboxRow>(sql.claim, [ns.shards, shard, settings.workers, settings.batchSize, keyBlocks.active(), settings.maxBatchBytes]);
       const claimMs = performance.now() - claimStart;
       if (rows.length === 0) {
         await q('COMMIT');
         stats.emptyClaims++;
         emit('relay.batch', { shard, claimed: 0, claimMs, queries }, 'trace');
-        return { claimed: 0, allFailed: false };
+        return { claimed: 0, full: false, allFailed: false };
       }
       const records = rows.map((row) => recordFor(row, topicFor));
+      // The claim counted the same bytes (ROW_BYTES_EXPRESSION): at most maxBatchBytes plus one row.
+      const bytes = records.reduce((n, r) => n + recordBytes(r), 0);
       const outcome = await publishBatch(records, sender);
       const publishedIds = outcome.published.map((r) => r.rowId);
       await q(sql.mark, [publishedIds, records.map((r) => r.rowId)]);
@@ -208,8 +213,8 @@ export function createRelay(options: RelayOptions): Relay {
       stats.published += outcome.published.length;
       stats.failed += records.length - outcome.published.length;
       stats.blockedKeys = blocks.reduce((n, b) => n + b.size(), 0);
-      emit('relay.batch', { shard, claimed: rows.length, published: outcome.published.length, failed: records.length - outcome.published.length, claimMs, queries, publishedByTopic, failedByTopic });
-      return { claimed: rows.length, allFailed: outcome.published.length === 0 };
+      emit('relay.batch', { shard, claimed: rows.length, bytes, published: outcome.published.length, failed: records.length - outcome.published.length, claimMs, queries, publishedByTopic, failedByTopic });
+      return { claimed: rows.length, full: rows.length >= settings.batchSize || bytes >= settings.maxBatchBytes, allFailed: outcome.published.length === 0 };
     } catch (error) {
       broken = error as Error;
       stats.queries++;
@@ -230,13 +235,13 @@ export function createRelay(options: RelayOptions): Relay {
     while (!signal.aborted) {
       let wait = settings.pollIntervalMs;
       try {
-        const { claimed, allFailed } = await runBatch(shard, keyBlocks, idle);
+        const { claimed, full, allFailed } = await runBatch(shard, keyBlocks, idle);
         idle = claimed === 0;
         dbFailures = 0;
         sendFailures = allFailed ? sendFailures + 1 : 0;
         // Busy: go again at once. Every key failed: the broker is likely down, back off the whole shard.
         if (allFailed) wait = backoffDelay(sendFailures, backoff, random);
-        else if (claimed >= settings.batchSize) continue;
+        else if (full) continue;
       } catch (error) {
         dbFailures++;
         stats.dbErrors++;
@@ -374,7 +379,7 @@ export function createRelay(options: RelayOptions): Relay {
         every(settings.lagIntervalMs, measureLag, 'lag'),
         every(settings.cleanupIntervalMs, cleanup, 'cleanup'),
       ];
-      emit('relay.started', { workers: settings.workers, batchSize: settings.batchSize, pollIntervalMs: settings.pollIntervalMs, table: `${config.outbox.schema}.${config.outbox.table}` }, 'info');
+      emit('relay.started', { workers: settings.workers, batchSize: settings.batchSize, maxBatchBytes: settings.maxBatchBytes, pollIntervalMs: settings.pollIntervalMs, table: `${config.outbox.schema}.${config.outbox.table}` }, 'info');
     },
 
     async stop() {

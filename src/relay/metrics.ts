@@ -16,6 +16,12 @@ export function createRelayMetrics(registry: Registry = new Registry()): RelayMe
   const published = new Counter({ name: 'outbox_relay_published_total', help: 'Outbox rows published to Kafka, by topic.', labelNames: ['topic'], registers });
   const failures = new Counter({ name: 'outbox_relay_publish_failures_total', help: 'Outbox rows whose publish failed (their aggregate is held back and retried), by topic.', labelNames: ['topic'], registers });
   const batch = new Histogram({ name: 'outbox_relay_batch_size', help: 'Rows per claim transaction that claimed any.', buckets: [1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000], registers });
+  const batchBytes = new Histogram({
+    name: 'outbox_relay_batch_bytes',
+    help: 'Bytes (payload, key, headers) per claim transaction that claimed any; at most relay.maxBatchBytes plus one row.',
+    buckets: [1024, 16 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024, 64 * 1024 * 1024],
+    registers,
+  });
   const claim = new Histogram({
     name: 'outbox_relay_claim_seconds',
     help: 'Duration of the claim query (advisory shard lock + SELECT … FOR UPDATE SKIP LOCKED).',
@@ -37,6 +43,7 @@ export function createRelayMetrics(registry: Registry = new Registry()): RelayMe
         add(published, data.publishedByTopic);
         add(failures, data.failedByTopic);
         if (typeof data.claimed === 'number' && data.claimed > 0) batch.observe(data.claimed);
+        if (typeof data.bytes === 'number') batchBytes.observe(data.bytes);
         if (typeof data.claimMs === 'number') claim.observe(data.claimMs / 1000);
       } else if (name === 'relay.lag' && typeof data.seconds === 'number') {
         lag.set(data.seconds);

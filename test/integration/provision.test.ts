@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import type { OutboxConfig } from '../../src/config';
 import { isOutboxError } from '../../src/errors';
-import { provision } from '../../src/provision';
+import { loadMigrations, provision } from '../../src/provision';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, pgConfig, withClient, type FreshDatabase } from '../support/stack-env';
 
@@ -22,6 +22,9 @@ const dropRoles = (config: OutboxConfig) =>
     }
   });
 
+/** Every shipped migration as the report names it: `<id>_<name>`. */
+const MIGRATIONS = loadMigrations().map((m) => `${m.id}_${m.name}`);
+
 describe('db:provision', () => {
   let db: FreshDatabase;
   let config: OutboxConfig;
@@ -38,19 +41,21 @@ describe('db:provision', () => {
 
   it('applies the migrations once; a second run is a no-op', async () => {
     const first = await provision(config);
-    expect(first.applied).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index']);
+    expect(MIGRATIONS).toHaveLength(9);
+    expect(MIGRATIONS.slice(0, 7)).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index', '7_outbox_order']);
+    expect(first.applied).toEqual(MIGRATIONS);
     expect(first.rolesCreated.sort()).toEqual([config.roles.app, config.roles.cdc, config.roles.monitor].sort());
 
     const second = await provision(config);
     expect(second.applied).toEqual([]);
-    expect(second.alreadyApplied).toHaveLength(6);
+    expect(second.alreadyApplied).toEqual(MIGRATIONS);
     expect(second.rolesCreated).toEqual([]);
     expect(second.passwordsSet).toEqual([]);
 
     await withClient(db.name, async (c) => {
       const cols = await c.query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'outbox' ORDER BY ordinal_position");
       expect(cols.rows.map((r) => r.column_name)).toEqual([
-        'id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers', 'created_at', 'published_at', 'attempts',
+        'id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers', 'created_at', 'published_at', 'attempts', 'seq',
       ]);
       expect(cols.rows.find((r) => r.column_name === 'payload')?.data_type).toBe('bytea');
       const pub = await c.query(
@@ -85,9 +90,9 @@ describe('db:provision', () => {
     const raceConfig = testConfig(other.name, { roles: config.roles });
     try {
       const reports = await Promise.all([provision(raceConfig), provision(raceConfig), provision(raceConfig)]);
-      expect(reports.flatMap((r) => r.applied).sort()).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index']);
+      expect(reports.flatMap((r) => r.applied).sort()).toEqual([...MIGRATIONS].sort());
       const count = await withClient(other.name, (c) => c.query('SELECT count(*)::int AS n FROM outbox_migrations'));
-      expect(count.rows[0].n).toBe(6);
+      expect(count.rows[0].n).toBe(MIGRATIONS.length);
     } finally {
       await other.drop();
     }
@@ -97,7 +102,7 @@ describe('db:provision', () => {
     const other = await freshDatabase('prov_dry');
     try {
       const report = await provision(testConfig(other.name, { roles: config.roles }), { dryRun: true });
-      expect(report.applied).toHaveLength(6);
+      expect(report.applied).toEqual(MIGRATIONS);
       const tables = await withClient(other.name, (c) => c.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'"));
       expect(tables.rows[0].n).toBe(0);
     } finally {
@@ -154,7 +159,7 @@ describe('db:provision', () => {
     });
     try {
       const report = await provision(hostile);
-      expect(report.applied).toHaveLength(6);
+      expect(report.applied).toEqual(MIGRATIONS);
       await withClient(other.name, async (c) => {
         const t = await c.query("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE 'we%' ORDER BY table_name");
         expect(t.rows.map((r) => r.table_name)).toEqual(['hb$$', 'in box', 'in box_parked', 'out"box', 'outbox_migrations']);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
@@ -6,7 +7,6 @@ import { deleteConnector, deployConnector } from '../../src/connector';
 import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter } from '../../src/producer';
-import { uuidv7 } from '../../src/producer/uuidv7';
 import { provision } from '../../src/provision';
 import { createRelay, type Relay } from '../../src/relay';
 import { waitForTopics } from '../support/consume';
@@ -91,11 +91,9 @@ describe('relay and CDC publish the same records', () => {
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) });
     const writer = createOutboxWriter({ outbox: config.outbox, codec });
     const orderId = randomName('order');
-    // Explicit ids, ascending in write order. Both rows share created_at (one transaction), so the relay
-    // orders them by id, while CDC follows insert order; the writer's uuidv7() is not monotonic within one
-    // millisecond, so two generated ids may sort the other way round (see docs/relay.md, "Known limitation").
-    const now = Date.now();
-    const [firstId, secondId] = [uuidv7(now), uuidv7(now + 1)];
+    // Both rows in one transaction: CDC follows insert order, and so does the relay (it orders by seq, numbered
+    // at insert; docs/relay.md, "What order is guaranteed"). Ids descending in write order: they play no part.
+    const [firstId, secondId] = [randomUUID(), randomUUID()].sort().reverse();
     const client = await pool.connect();
     let ids: string[];
     try {

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Client, Pool, PoolClient } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec, JSON_CONTENT_TYPE, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
@@ -6,13 +6,14 @@ import { createKafka } from '../../src/kafka';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter, type OutboxEvent, type OutboxWriter } from '../../src/producer';
 import { uuidv7 } from '../../src/producer/uuidv7';
-import { provision } from '../../src/provision';
-import { createRelay, createRelayMetrics, type Relay, type RelayOptions } from '../../src/relay';
+import { loadMigrations, provision } from '../../src/provision';
+import { renderSql, type Migration } from '../../src/provision/sql-files';
+import { createRelay, createRelayMetrics, type Relay, type RelayEventName, type RelayOptions } from '../../src/relay';
 import { createRouter, type Router, type RoutedEvent } from '../../src/router';
 import { collect } from '../support/consume';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomName, withClient, type FreshDatabase } from '../support/stack-env';
 
 jest.setTimeout(120_000);
 
@@ -38,6 +39,8 @@ describe('polling relay', () => {
     await provision(config);
     pool = createPool(config.database, { max: 8 });
     await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
+    // A business table whose row is the aggregate: writers update it, and so lock it, before writing the event.
+    await pool.query('CREATE TABLE accounts (id text PRIMARY KEY, version int NOT NULL DEFAULT 0)');
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
     writer = createOutboxWriter({ outbox: config.outbox, codec, contentType: JSON_CONTENT_TYPE });
   });
@@ -92,7 +95,7 @@ describe('polling relay', () => {
     const avro = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
     const orderId = randomName('order');
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    // Ids ascending in write order: one transaction gives both rows one created_at, so id decides (docs/relay.md, "Known limitation").
+    // One transaction: the relay publishes in insert order (seq), as CDC does (docs/relay.md, "What order is guaranteed").
     const now = Date.now();
     const events: OutboxEvent[] = [
       { id: uuidv7(now), aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason: '0', cancelledAt: new Date() }, traceparent, headers: { tenant: 'acme' } },
@@ -236,7 +239,7 @@ describe('polling relay', () => {
     const big = (n: number) => ({ n, blob: 'x'.repeat(600 * 1024) });
     const ids = await inTx(async (c) => {
       const out: string[] = [];
-      // Separate statements, so created_at ties are broken by ids made in separate milliseconds at worst.
+      // Separate statements: seq numbers them in this order.
       for (let n = 0; n < 3; n++) {
         out.push((await writer.writeEvent(c, { id: uuidv7(Date.now() + n), aggregateType: type, aggregateId: 'big', type: 'Happened', payload: big(n) })).id);
       }
@@ -248,6 +251,125 @@ describe('polling relay', () => {
     expect(records.map((r) => (JSON.parse(r.value.toString('utf8')) as { n: number }).n)).toEqual([0, 1, 2]);
     expect(records.map((r) => r.headers.id)).toEqual(ids);
     expect(relay.stats().failed).toBe(0);
+  });
+
+  it('publishes one aggregate\'s events in commit order when the transaction that started first wrote last', async () => {
+    const type = randomName('agg');
+    const account = randomName('acct');
+    await pool.query('INSERT INTO accounts (id) VALUES ($1)', [account]);
+    const first = await pool.connect();
+    try {
+      // T1 starts (its now(), hence created_at, is fixed here) ...
+      await first.query('BEGIN');
+      await first.query('SELECT now()');
+      // ... T2 starts later, updates the aggregate, writes event A and commits ...
+      const a = await inTx(async (c) => {
+        await c.query('UPDATE accounts SET version = version + 1 WHERE id = $1', [account]);
+        return writer.writeEvent(c, { aggregateType: type, aggregateId: account, type: 'Happened', payload: { n: 'A' } });
+      });
+      // ... then T1 updates the aggregate, writes event B and commits: B follows A on the aggregate.
+      await first.query('UPDATE accounts SET version = version + 1 WHERE id = $1', [account]);
+      const b = await writer.writeEvent(first, { aggregateType: type, aggregateId: account, type: 'Happened', payload: { n: 'B' } });
+      await first.query('COMMIT');
+      const created = (await pool.query('SELECT id FROM outbox WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[a.id, b.id]])).rows.map((r) => r.id);
+      expect(created).toEqual([b.id, a.id]); // the setting of the defect: transaction start order is B, A
+
+      await startRelay({}, { workers: 1 });
+      const records = await collect([topicOf(type)], (rs) => rs.length >= 2);
+      expect(records.map((r) => r.headers.id)).toEqual([a.id, b.id]);
+    } finally {
+      await first.query('ROLLBACK').catch(() => {});
+      first.release();
+    }
+  });
+
+  it('does not let a later event of an aggregate overtake an earlier one that another session holds locked', async () => {
+    const type = randomName('agg');
+    const write = (aggregateId: string, n: number) => inTx((c) => writer.writeEvent(c, { aggregateType: type, aggregateId, type: 'Happened', payload: { n } }));
+    const e1 = await write('held', 1);
+    const e2 = await write('held', 2);
+    const other = await write('free', 3);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE', [e1.id]); // SKIP LOCKED passes e1 over
+      await startRelay({}, { workers: 1 }); // one shard: every claim sees all three rows
+      await until('the other aggregate published', () => unpublished([other.id]), (n) => n === 0);
+      expect(await unpublished([e1.id, e2.id])).toBe(2);
+      await holder.query('COMMIT');
+      await until('held aggregate published', () => unpublished([e1.id, e2.id]), (n) => n === 0);
+      const records = await collect([topicOf(type)], (rs) => rs.length >= 3);
+      expect(records.filter((r) => r.key === 'held').map((r) => r.headers.id)).toEqual([e1.id, e2.id]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+  });
+
+  it('bounds the bytes of a batch by maxBatchBytes (at most one row over), and sends a row larger than the budget alone', async () => {
+    const type = randomName('agg');
+    const budget = 300 * 1024;
+    const blob = (kib: number) => 'x'.repeat(kib * 1024);
+    const ids = await inTx(async (c) => {
+      const out: string[] = [];
+      for (let n = 0; n < 6; n++) out.push((await writer.writeEvent(c, { aggregateType: type, aggregateId: `k${n % 2}`, type: 'Happened', payload: { n, blob: blob(100) } })).id);
+      out.push((await writer.writeEvent(c, { aggregateType: type, aggregateId: 'huge', type: 'Happened', payload: { n: 6, blob: blob(400) } })).id);
+      return out;
+    });
+    const batches: Array<{ claimed: number; bytes: number }> = [];
+    const onEvent = (name: RelayEventName, data: Record<string, unknown>) => {
+      // Only batches with this test's rows (a row left unpublished by an earlier test would be claimed too).
+      const ours = (data.publishedByTopic as Record<string, number> | undefined)?.[topicOf(type)];
+      if (name === 'relay.batch' && ours) batches.push({ claimed: data.claimed as number, bytes: data.bytes as number });
+    };
+    const metrics = createRelayMetrics();
+    await startRelay({ onEvent: (name, data) => (onEvent(name, data), metrics.onEvent(name, data)) }, { workers: 1, maxBatchBytes: budget });
+    await until('all rows published', () => unpublished(ids), (n) => n === 0);
+    const records = await collect([topicOf(type)], (rs) => rs.length >= 7);
+    expect(records.filter((r) => r.key === 'k0').map((r) => r.headers.id)).toEqual([ids[0], ids[2], ids[4]]);
+
+    expect(batches.reduce((n, b) => n + b.claimed, 0)).toBe(7);
+    // 600 KiB of 100 KiB rows cannot fit one 300 KiB batch, and the 400 KiB row goes alone: at least 3 batches.
+    expect(batches.length).toBeGreaterThanOrEqual(3);
+    const largestRow = 401 * 1024; // the 400 KiB payload plus its JSON and headers
+    for (const batch of batches) {
+      expect(typeof batch.bytes).toBe('number');
+      expect(batch.bytes).toBeLessThan(budget + largestRow);
+      // A batch over the budget is a single row, or ends with the one row that crossed it (at most 101 KiB here).
+      if (batch.claimed > 1) expect(batch.bytes).toBeLessThan(budget + 101 * 1024);
+    }
+    expect(batches.some((b) => b.claimed === 1 && b.bytes > budget)).toBe(true);
+    expect(await metrics.registry.metrics()).toMatch(/outbox_relay_batch_bytes_count [1-9]/);
+  });
+
+  it('migration 007 numbers existing unpublished rows in their old claim order, below every new row', async () => {
+    const other = await freshDatabase('relaymig');
+    try {
+      const cfg = testConfig(other.name);
+      const migrations = loadMigrations();
+      const apply = (c: Client, m: Migration) => c.query(renderSql(m.template, cfg, m.name));
+      await withClient(other.name, async (c) => {
+        for (const m of migrations.filter((x) => x.id < 7)) await apply(c, m);
+        // Physical order differs from (created_at, id); one row is already published.
+        const insert = "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, created_at, published_at) VALUES ($1, 't', 'k', 'E', '\\x7b7d', 'application/json', $2, $3)";
+        await c.query(insert, ['00000000-0000-4000-8000-000000000003', '2026-01-01T00:00:03Z', null]);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000001', '2026-01-01T00:00:01Z', null]);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000009', '2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z']);
+        await c.query(insert, ['00000000-0000-4000-8000-000000000002', '2026-01-01T00:00:01Z', null]);
+        // A relay of this release refuses a table without seq, and says how to add it.
+        const stale = await rejection(createRelay({ config: cfg, logger: silent }).start());
+        expect(stale.code).toBe('RELAY_TABLE_INVALID');
+        expect(stale.message).toContain('db:provision');
+        await apply(c, migrations.find((m) => m.id === 7) as Migration);
+        // A plain INSERT with only the documented columns still works: seq has its default.
+        await c.query("INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES ('00000000-0000-4000-8000-000000000000', 't', 'k', 'E', '\\x7b7d', 'application/json')");
+        const order = (await c.query('SELECT id FROM outbox WHERE published_at IS NULL ORDER BY seq')).rows.map((r) => r.id.slice(-1));
+        expect(order).toEqual(['1', '2', '3', '0']);
+        await expect(c.query("INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, seq) VALUES (gen_random_uuid(), 't', 'k', 'E', '\\x7b7d', 'application/json', 1)")).rejects.toMatchObject({ code: '428C9' });
+      });
+    } finally {
+      await other.drop();
+    }
   });
 
   it('refuses bad settings, a missing table, an unreachable database or broker, and a second instance with another worker count', async () => {

@@ -37,6 +37,7 @@ describe('loadMigrations (shipped files)', () => {
       [4, 'publication'],
       [5, 'parked'],
       [6, 'relay_cleanup_index'],
+      [7, 'outbox_order'],
     ]);
   });
 

@@ -1,6 +1,6 @@
 import { relayFlagSettings } from '../../../src/cli/relay-command';
 import { loadConfig } from '../../../src/config';
-import { buildRelaySql, lockNamespaces, SHARD_EXPRESSION } from '../../../src/relay';
+import { buildRelaySql, lockNamespaces, recordBytes, recordFor, ROW_BYTES_EXPRESSION, SHARD_EXPRESSION, type OutboxRow } from '../../../src/relay';
 import { thrown } from '../../support/expect-error';
 
 describe('relay SQL', () => {
@@ -14,9 +14,52 @@ describe('relay SQL', () => {
     expect(sql.claim).toContain('published_at IS NULL');
     expect(sql.claim).not.toMatch(/id\s*>\s*\$/);
     expect(sql.claim).toContain(`${SHARD_EXPRESSION} = $2`);
-    expect(sql.claim).toMatch(/ORDER BY created_at, id LIMIT \$4 FOR UPDATE SKIP LOCKED$/);
     expect(sql.claim).toContain('pg_try_advisory_xact_lock(hashtext($1), $2)');
     expect(sql.claim).toContain('NOT (aggregate_id = ANY($5::text[]))');
+    expect(sql.claim).toContain('FOR UPDATE SKIP LOCKED');
+  });
+
+  it('orders by seq (assigned at insert), never by created_at (the transaction start)', () => {
+    expect(sql.claim).not.toMatch(/ORDER BY [^)]*created_at/);
+    expect(sql.claim).toContain('OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING)');
+    expect(sql.claim).toContain('ORDER BY seq LIMIT $4)');
+    expect(sql.claim).toMatch(/ORDER BY c\.seq$/);
+    expect(sql.check).toContain('seq');
+  });
+
+  it('claims rows while the bytes before each stay under the budget ($6), so the first row always goes', () => {
+    expect(sql.claim).toContain(`sum(${ROW_BYTES_EXPRESSION}) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - ${ROW_BYTES_EXPRESSION} AS bytes_before`);
+    expect(sql.claim).toContain('WHERE bytes_before < $6::bigint');
+  });
+
+  it('drops a row whose aggregate has an earlier candidate that SKIP LOCKED passed over', () => {
+    expect(sql.claim).toContain('skipped AS (SELECT aggregate_id, min(seq) AS seq FROM budget WHERE id NOT IN (SELECT id FROM claimed) GROUP BY aggregate_id)');
+    expect(sql.claim).toContain('WHERE s.seq IS NULL OR c.seq < s.seq');
+  });
+
+  it('counts a row\'s bytes as recordBytes counts its record (the constants of the SQL expression)', () => {
+    const row = (traceparent: string | null, headers: string | null): OutboxRow => ({
+      id: '0190d0a8-0000-7000-8000-000000000000',
+      aggregate_type: 't',
+      aggregate_id: 'kéy',
+      event_type: 'Happened',
+      payload: Buffer.alloc(1000),
+      content_type: 'application/json',
+      traceparent,
+      headers,
+      created_at: new Date(0),
+      attempts: 0,
+    });
+    // The SQL expression, evaluated by hand for a row: octet_length is Buffer.byteLength of the UTF-8 text.
+    const sqlBytes = (r: OutboxRow) => {
+      const len = (v: string) => Buffer.byteLength(v);
+      const m = /^\((\d+) \+.*COALESCE\((\d+) \+ octet_length\(traceparent\), 0\) \+ COALESCE\((\d+) \+ octet_length\(headers\), 0\)\)::bigint$/.exec(ROW_BYTES_EXPRESSION);
+      const [base, tp, hs] = (m as RegExpExecArray).slice(1).map(Number) as [number, number, number];
+      return base + len(r.aggregate_id) + r.payload.length + len(r.event_type) + len(r.content_type) + (r.traceparent === null ? 0 : tp + len(r.traceparent)) + (r.headers === null ? 0 : hs + len(r.headers));
+    };
+    for (const r of [row(null, null), row('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', '{"tenant":"ü"}')]) {
+      expect(sqlBytes(r)).toBe(recordBytes(recordFor(r, (t) => t)));
+    }
   });
 
   it('shards on hashtext with the sign bit cleared (abs() overflows on -2^31)', () => {
@@ -47,7 +90,15 @@ describe('relay SQL', () => {
 
 describe('relay settings', () => {
   it('has defaults for the local stack', () => {
-    expect(loadConfig({ env: {} }).relay).toMatchObject({ workers: 4, batchSize: 500, pollIntervalMs: 100, metricsPort: 9466 });
+    expect(loadConfig({ env: {} }).relay).toMatchObject({ workers: 4, batchSize: 500, maxBatchBytes: 16 * 1024 * 1024, pollIntervalMs: 100, metricsPort: 9466 });
+  });
+
+  it('reads maxBatchBytes from OUTBOX_RELAY_MAX_BATCH_BYTES and refuses a budget below one byte, naming it', () => {
+    expect(loadConfig({ env: { OUTBOX_RELAY_MAX_BATCH_BYTES: '1048576' } }).relay.maxBatchBytes).toBe(1048576);
+    const error = thrown(() => loadConfig({ env: { OUTBOX_RELAY_MAX_BATCH_BYTES: '0' } }));
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toContain('relay.maxBatchBytes');
+    expect(error.message).toContain('OUTBOX_RELAY_MAX_BATCH_BYTES');
   });
 
   it('reads OUTBOX_RELAY_* variables and names the variable of a bad value', () => {
