@@ -11,6 +11,7 @@ interface RelayFlags {
   config?: string;
   workers?: string;
   batchSize?: string;
+  maxBatchBytes?: string;
   pollIntervalMs?: string;
   retentionMs?: string;
   metricsPort?: string;
@@ -20,6 +21,7 @@ interface RelayFlags {
 const NUMERIC_FLAGS: Array<[keyof RelayFlags, keyof RelayConfig, string, string]> = [
   ['workers', 'workers', '--workers', 'a whole number of shards from 1, e.g. --workers 4'],
   ['batchSize', 'batchSize', '--batch-size', 'a whole number of rows from 1, e.g. --batch-size 500'],
+  ['maxBatchBytes', 'maxBatchBytes', '--max-batch-bytes', 'a whole number of bytes from 1, e.g. --max-batch-bytes 16777216 (16 MiB)'],
   ['pollIntervalMs', 'pollIntervalMs', '--poll-interval-ms', 'milliseconds from 1, e.g. --poll-interval-ms 100'],
   ['retentionMs', 'retentionMs', '--retention-ms', 'milliseconds from 0, e.g. --retention-ms 86400000 (one day)'],
   ['metricsPort', 'metricsPort', '--metrics-port', 'a TCP port from 0 (any free port) to 65535'],
@@ -51,6 +53,7 @@ export function relayCommand(): Command {
   )
     .option('--workers <n>', 'shards and workers; the same on every instance (default: relay.workers, 4)')
     .option('--batch-size <n>', 'rows claimed per transaction (default: relay.batchSize, 500)')
+    .option('--max-batch-bytes <n>', 'payload and header bytes claimed per transaction, at least one row (default: relay.maxBatchBytes, 16 MiB)')
     .option('--poll-interval-ms <ms>', 'wait between polls when idle (default: relay.pollIntervalMs, 100)')
     .option('--retention-ms <ms>', 'keep published rows this long before deleting them (default: relay.retentionMs, one day)')
     .option('--metrics-port <port>', '/metrics and /healthz port, 0 for any free port (default: relay.metricsPort, 9466)')

@@ -9,9 +9,8 @@ let counter = 0;
  * then random bits. Time-ordered ids append to the right edge of the outbox's primary-key B-tree instead
  * of touching a random page per insert, which keeps index writes and WAL down on the business path.
  *
- * Monotonic within the process: events written in one transaction share `created_at`, so the polling
- * relay orders them by id; without the counter two ids of one millisecond would sort at random and the
- * relay could publish an aggregate's events in the wrong order (CDC follows insert order either way).
+ * Monotonic within the process, so ids sort like the events were written, also within one millisecond
+ * (the relay itself orders by the outbox's `seq` column, assigned at insert; see docs/relay.md).
  * A clock that steps back keeps the last timestamp; a counter overflow (4,096 ids in one ms) borrows
  * the next millisecond.
  */

@@ -111,6 +111,7 @@ describe('relay settings', () => {
 
   it('turns flags into settings, naming a flag whose value is not a whole number and what to pass', () => {
     expect(relayFlagSettings({ workers: '6', batchSize: '100', pollIntervalMs: '50', metricsHost: '0.0.0.0' })).toEqual({ workers: 6, batchSize: 100, pollIntervalMs: 50, metricsHost: '0.0.0.0' });
+    expect(relayFlagSettings({ maxBatchBytes: '1048576' })).toEqual({ maxBatchBytes: 1048576 });
     const error = thrown(() => relayFlagSettings({ workers: 'four' }));
     expect(error.code).toBe('CONFIG_INVALID');
     expect(error.message).toContain('--workers "four"');
