@@ -33,7 +33,7 @@ const eventSchema = z
     // The same limits as the outbox table's CHECK constraints (./limits.ts): both give the same answer.
     aggregateType: z
       .string()
-      .regex(new RegExp(AGGREGATE_TYPE_PATTERN), `1 to ${MAX_AGGREGATE_TYPE_LENGTH} letters, digits, ".", "_" and "-" (it becomes the Kafka topic outbox.event.<aggregateType>, at most 249 characters)`),
+      .regex(new RegExp(AGGREGATE_TYPE_PATTERN), `1 to ${MAX_AGGREGATE_TYPE_LENGTH} characters, letters, digits, ".", "_" and "-" only (it becomes the Kafka topic outbox.event.<aggregateType>, at most 249 characters)`),
     aggregateId: z
       .string()
       .min(1)
