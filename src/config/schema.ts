@@ -80,16 +80,14 @@ export type RoleKind = (typeof ROLE_KINDS)[number];
 type RolesAndDatabase = { roles: z.output<typeof rolesSchema>; database: z.output<typeof databaseSchema> };
 
 /**
- * Every role needs its own name, and none may be the admin: provisioning resets each role's attributes
- * (NOSUPERUSER, …) and grants, which would strip the admin, or give one role another's rights.
+ * Every role needs its own name: provisioning resets each role's attributes and grants, so two settings
+ * naming one role would give it both sets of rights, or strip one. (A role may be database.user: the
+ * router runs as PGUSER=outbox_router. Only db:provision refuses to reset the role it connects as.)
  */
 function distinctRoleNames(config: RolesAndDatabase, ctx: z.RefinementCtx): void {
   const seen = new Map<string, string>();
   for (const kind of ROLE_KINDS) {
     const name = config.roles[kind];
-    if (name === config.database.user) {
-      ctx.addIssue({ code: 'custom', path: ['roles', kind], message: `"${name}" is also the admin user database.user (PGUSER); provisioning would strip its rights: give roles.${kind} a name of its own` });
-    }
     const other = seen.get(name);
     if (other) {
       ctx.addIssue({ code: 'custom', path: ['roles', kind], message: `"${name}" is also roles.${other}; each role needs a name of its own, or one would get the other's rights` });

@@ -5,7 +5,7 @@ import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
 import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
-import { planRolePasswords } from './role-passwords';
+import { assertNotProvisioningAsRole, planRolePasswords } from './role-passwords';
 import { ensureOutboxPolicies } from './row-policy';
 import { scramVerifier } from './scram';
 import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
@@ -41,6 +41,7 @@ const RETRY_CODES = new Set(['40001', '40P01', 'XX000']);
  * it commits or none of it does.
  */
 export async function provision(config: OutboxConfig, options: ProvisionOptions = {}): Promise<ProvisionReport> {
+  assertNotProvisioningAsRole(config);
   const migrations = loadMigrations();
   return withClient(clientConfig(config.database), async (client) => {
     const preflight = await readPreflightFacts(client, config);

@@ -18,6 +18,22 @@ function passwordVariable(kind: RoleKind): string {
 }
 
 /**
+ * db:provision resets every role to NOSUPERUSER, NOCREATEROLE and its few grants: run as one of them,
+ * it would strip the very admin it runs as (or fail half-way). The router and relay do connect as their
+ * roles, so this is checked here and not when the configuration is loaded.
+ */
+export function assertNotProvisioningAsRole(config: OutboxConfig): void {
+  const kind = ROLE_KINDS.find((k) => config.roles[k] === config.database.user);
+  if (!kind) return;
+  throw new OutboxError(
+    'CONFIG_INVALID',
+    `db:provision connects as ${config.database.user} (database.user / PGUSER), which is also roles.${kind}: provisioning would reset that role to a plain login ` +
+      `and strip the rights it needs to provision. Connect as an admin role (PGUSER), or give roles.${kind} another name. Nothing was changed.`,
+    { details: { fields: [`roles.${kind}`, 'database.user'] } },
+  );
+}
+
+/**
  * Decides each role's password before anything is changed. The local stack's published passwords are
  * in the configuration only for the local stack (see rolesSchema), so elsewhere a role without a
  * configured password is:

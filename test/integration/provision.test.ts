@@ -374,7 +374,7 @@ describe('db:provision', () => {
     const other = await freshDatabase('prov_weak');
     try {
       const weak = testConfig(other.name, {
-        // connecting as the monitoring role, which then cannot also be the role to provision (CONFIG_INVALID)
+        // connecting as the monitoring role; provisioning that same role would be CONFIG_INVALID before preflight
         roles: { ...config.roles, monitor: `${config.roles.monitor}_2` },
         database: { user: config.roles.monitor, password: config.roles.monitorPassword },
       });

@@ -21,9 +21,8 @@ describe('role names', () => {
     expect(error.details).toEqual({ fields: ['roles.router'] });
   });
 
-  it('a role named like the admin user is CONFIG_INVALID: provisioning would strip the admin', () => {
-    const error = thrown(() => load({ database: { user: 'owner' }, roles: { relay: 'owner' } }));
-    expect(error.message).toContain('roles.relay: "owner" is also the admin user database.user (PGUSER)');
+  it('a role may be the database user: the router and the relay connect as their roles', () => {
+    expect(load({ database: { user: 'outbox_router' } }).database.user).toBe('outbox_router');
   });
 });
 

@@ -3,7 +3,7 @@
  * anything changes. No database: which roles exist is an input.
  */
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { planRolePasswords } from '../../../src/provision/role-passwords';
+import { assertNotProvisioningAsRole, planRolePasswords } from '../../../src/provision/role-passwords';
 import { thrown } from '../../support/expect-error';
 
 const remote = (roles: OutboxOptions['roles'] = {}) => loadConfig({ env: {}, overrides: { database: { host: 'db.example.com', port: 5432 }, roles } });
@@ -42,5 +42,18 @@ describe('planRolePasswords', () => {
   it('elsewhere, every role may be created when every password is given', () => {
     const given = remote({ cdcPassword: 'c', appPassword: 'a', monitorPassword: 'm', routerPassword: 'r', relayPassword: 'l' });
     expect(planRolePasswords(given, new Set()).map((s) => s.password)).toEqual(['c', 'a', 'm', 'r', 'l']);
+  });
+});
+
+describe('assertNotProvisioningAsRole', () => {
+  it('provisioning while connected as one of the roles is CONFIG_INVALID naming both settings', () => {
+    const error = thrown(() => assertNotProvisioningAsRole(loadConfig({ env: { PGUSER: 'outbox_monitor' } })));
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toContain('db:provision connects as outbox_monitor (database.user / PGUSER), which is also roles.monitor');
+    expect(error.details).toEqual({ fields: ['roles.monitor', 'database.user'] });
+  });
+
+  it('an admin user of its own passes', () => {
+    expect(() => assertNotProvisioningAsRole(loadConfig({ env: {} }))).not.toThrow();
   });
 });
