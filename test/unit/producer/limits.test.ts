@@ -2,7 +2,9 @@
  * src/producer/limits.ts: the limits the writer checks and db:provision enforces as CHECK constraints
  * (test/integration/provision.test.ts proves the database gives the same answers for the same rows).
  */
-import { validateEvent, type OutboxEvent } from '../../../src/producer';
+import type { ClientBase } from 'pg';
+import { loadConfig } from '../../../src/config';
+import { createOutboxWriter, validateEvent, type OutboxEvent } from '../../../src/producer';
 import {
   MAX_AGGREGATE_ID_BYTES,
   MAX_AGGREGATE_TYPE_LENGTH,
@@ -10,7 +12,7 @@ import {
   OUTBOX_LIMIT_CONSTRAINTS,
   explainLimitViolation,
 } from '../../../src/producer/limits';
-import { thrown } from '../../support/expect-error';
+import { rejection, thrown } from '../../support/expect-error';
 
 const event = (patch: Partial<OutboxEvent>): OutboxEvent => ({ aggregateType: 'order', aggregateId: '1', type: 'OrderCreated', payload: {}, ...patch });
 
@@ -49,5 +51,28 @@ describe('outbox limits', () => {
     expect(explainLimitViolation(OUTBOX_LIMIT_CONSTRAINTS.payload, 1000)).toContain('at most 1000 bytes');
     expect(explainLimitViolation('orders_pkey', 1000)).toBeUndefined();
     expect(explainLimitViolation(undefined, 1000)).toBeUndefined();
+  });
+});
+
+describe("the writer and the database's refusal", () => {
+  /** A client in a transaction whose INSERT the database refuses with `error`. */
+  const refusing = (error: object) =>
+    ({ getTransactionStatus: () => 'T', query: jest.fn(async () => Promise.reject(Object.assign(new Error('check violation'), error))) }) as unknown as ClientBase;
+  const writer = createOutboxWriter({ outbox: loadConfig({ env: {} }).outbox, codec: { encode: async () => Buffer.from('{}') }, contentType: 'application/json' });
+
+  it.each([
+    [OUTBOX_LIMIT_CONSTRAINTS.payload, 'PAYLOAD_TOO_LARGE'],
+    [OUTBOX_LIMIT_CONSTRAINTS.headers, 'EVENT_INVALID'],
+  ])('a 23514 on %s is %s naming the constraint and the fix', async (constraint, code) => {
+    const error = await rejection(writer.writeEvent(refusing({ code: '23514', constraint }), event({})));
+    expect(error.code).toBe(code);
+    expect(error.message).toContain(`check constraint ${constraint}`);
+    expect(error.message).toContain('run db:provision with the same outbox.maxPayloadBytes');
+    expect(error.details).toEqual({ constraint, sqlState: '23514' });
+  });
+
+  it('any other database error passes through unchanged', async () => {
+    const other = { code: '23514', constraint: 'orders_total_check' };
+    await expect(writer.writeEvent(refusing(other), event({}))).rejects.toMatchObject(other);
   });
 });
