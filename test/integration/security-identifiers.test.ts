@@ -85,7 +85,7 @@ describe('hostile identifiers', () => {
     expect(first.applied.length).toBeGreaterThanOrEqual(4);
     expect(first.rolesCreated.sort()).toEqual(Object.values(ROLES).sort());
     const second = await provision(config);
-    expect(second).toMatchObject({ applied: [], rolesCreated: [], passwordsSet: [], publication: 'present' });
+    expect(second).toMatchObject({ applied: [], rolesCreated: [], passwordsSet: [], publication: 'present', limits: { changed: [], notValidated: [] } });
 
     await admin(async (c) => {
       const tables = await c.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [NAMES.schema]);
