@@ -6,16 +6,26 @@
 ALTER ROLE ${cdcRole} LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
 ALTER ROLE ${appRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
 ALTER ROLE ${monitorRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+ALTER ROLE ${routerRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+ALTER ROLE ${relayRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
 
--- Grants drift (a hand-made GRANT, an older release): start every run from nothing on our tables, so
--- what follows is exactly what each role has. One transaction: no moment without the grants below.
--- Revoking a table privilege revokes the column privileges of that table too.
-REVOKE ALL ON ${outbox}, ${inbox}, ${heartbeat}, ${migrations} FROM ${cdcRole}, ${appRole}, ${monitorRole};
-REVOKE CREATE ON SCHEMA ${schema} FROM ${cdcRole}, ${appRole}, ${monitorRole};
-REVOKE CREATE ON DATABASE ${database} FROM ${cdcRole}, ${appRole}, ${monitorRole};
+-- CVE-2018-1058: before PostgreSQL 15 every role may CREATE in schema public, so any login could plant
+-- a function or operator there that shadows a built-in one another role then runs. 15+ revokes it by
+-- default; on 13 and 14 do it here (a no-op where already revoked, skipped where public was dropped).
+DO $$ BEGIN
+  IF to_regnamespace('public') IS NOT NULL THEN REVOKE CREATE ON SCHEMA public FROM PUBLIC; END IF;
+END $$;
 
-GRANT CONNECT ON DATABASE ${database} TO ${cdcRole}, ${appRole}, ${monitorRole};
-GRANT USAGE ON SCHEMA ${schema} TO ${cdcRole}, ${appRole};
+-- Grants drift (a hand-made GRANT or REVOKE, an older release): start every run from nothing on our
+-- tables, so what follows is exactly what each role has. One transaction: no moment without the grants
+-- below. Revoking a table privilege revokes the column privileges of that table too.
+REVOKE ALL ON ${outbox}, ${inbox}, ${parked}, ${heartbeat}, ${migrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON SEQUENCE ${parkedSequence} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE CREATE ON SCHEMA ${schema} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE CREATE ON DATABASE ${database} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+
+GRANT CONNECT ON DATABASE ${database} TO ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+GRANT USAGE ON SCHEMA ${schema} TO ${cdcRole}, ${appRole}, ${routerRole}, ${relayRole};
 
 -- CDC (Debezium): reads the published tables; writes only the heartbeat row (heartbeat.action.query).
 GRANT SELECT ON ${outbox}, ${heartbeat} TO ${cdcRole};
@@ -31,3 +41,16 @@ GRANT SELECT (id) ON ${outbox} TO ${appRole};
 
 -- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()).
 GRANT pg_monitor TO ${monitorRole};
+
+-- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING), and parks,
+-- lists and releases dead-lettered keys (dlq:replay, dlq:release), the serial column's sequence
+-- included. Nothing on the outbox. The handlers' own tables are the user's to grant.
+GRANT SELECT, INSERT ON ${inbox} TO ${routerRole};
+GRANT SELECT, INSERT, DELETE ON ${parked} TO ${routerRole};
+GRANT USAGE ON SEQUENCE ${parkedSequence} TO ${routerRole};
+
+-- Polling relay: claims rows (SELECT … FOR UPDATE, which the column UPDATE grant allows), marks them
+-- published and counts attempts, and deletes published rows after relay.retentionMs. It cannot insert
+-- events or change their content. Advisory locks need no grant.
+GRANT SELECT, DELETE ON ${outbox} TO ${relayRole};
+GRANT UPDATE (published_at, attempts) ON ${outbox} TO ${relayRole};

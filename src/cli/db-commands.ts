@@ -7,7 +7,8 @@ export function dbCommands(): Command[] {
   const provisionCommand = withConfigOption(
     new Command('db:provision').description(
       'Prepare PostgreSQL for the outbox (idempotent): preflight checks (wal_level, free slots and WAL senders, version, rights), ' +
-        'then in one locked transaction the numbered migrations (outbox, inbox, heartbeat tables, publication) and the CDC, application and monitoring roles.',
+        'then in one locked transaction the numbered migrations (outbox, inbox, heartbeat tables, publication) and the CDC, application, monitoring, router and relay roles, their grants, and the size and topic-name limits of outbox rows. ' +
+        'Off the local stack, a role is created only with its password set (OUTBOX_*_PASSWORD); an existing role keeps its password unless one is set.',
     ),
   )
     .option('--dry-run', 'run everything inside a transaction, report it, and roll back', false)
@@ -27,6 +28,9 @@ export function dbCommands(): Command[] {
           `publication ${report.publication === 'present' ? 'present' : `${report.publication} (it was missing or had drifted)`}`,
           report.rolesCreated.length ? `roles created: ${report.rolesCreated.join(', ')}` : 'roles: present',
           report.passwordsSet.length ? `passwords set: ${report.passwordsSet.join(', ')}` : 'passwords: unchanged',
+          ...(report.passwordsKept.length ? [`passwords kept (none configured): ${report.passwordsKept.join(', ')}`] : []),
+          report.limits.changed.length ? `limit constraints set: ${report.limits.changed.join(', ')}` : 'limit constraints: unchanged',
+          ...(report.limits.notValidated.length ? [`NOT VALID (existing rows break them; new rows are checked): ${report.limits.notValidated.join(', ')}`] : []),
           report.dryRun ? 'DRY RUN: everything above was rolled back' : 'committed',
         ];
         process.stdout.write(`${lines.join('\n')}\n`);

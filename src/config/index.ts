@@ -1,3 +1,3 @@
 export { loadConfig, redactConfig, readPemFile, ENV_SETTINGS, type LoadConfigOptions } from './load';
-export { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
+export { outboxConfigSchema, ROLE_KINDS, type OutboxConfig, type OutboxOptions, type RoleKind } from './schema';
 export { isLocalStackDatabase } from './local-stack';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { relaySchema } from './relay-schema';
 import { watchdogSchema } from './watchdog-schema';
 import { LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../stack/settings';
+import { isLocalStackDatabase } from './local-stack';
 
 /**
  * Every setting of outbox-router. Defaults target the local stack, so a new user needs no
@@ -48,19 +49,60 @@ export const outboxTablesSchema = z
   })
   .strict();
 
+/**
+ * Role passwords have no schema default: `withLocalRolePasswords` fills in the published development
+ * passwords for the local stack only, so another database never gets them silently (db:provision then
+ * needs OUTBOX_*_PASSWORD to create a role, and leaves an existing role's password alone without it).
+ */
 export const rolesSchema = z
   .object({
     /** Debezium's role: LOGIN REPLICATION, SELECT on the published tables, nothing else. */
     cdc: identifier.default('outbox_cdc'),
-    cdcPassword: secret.default(LOCAL_ROLE_PASSWORDS.cdc),
+    cdcPassword: secret,
     /** The application's role: may INSERT (and DELETE, for insert-then-delete) into the outbox. */
     app: identifier.default('outbox_app'),
-    appPassword: secret.default(LOCAL_ROLE_PASSWORDS.app),
+    appPassword: secret,
     /** The watchdog's role: pg_monitor only. */
     monitor: identifier.default('outbox_monitor'),
-    monitorPassword: secret.default(LOCAL_ROLE_PASSWORDS.monitor),
+    monitorPassword: secret,
+    /** The router's role: writes the inbox and the parked keys; handlers' tables are granted by the user. */
+    router: identifier.default('outbox_router'),
+    routerPassword: secret,
+    /** The polling relay's role: reads, marks and deletes outbox rows, never inserts them. */
+    relay: identifier.default('outbox_relay'),
+    relayPassword: secret,
   })
   .strict();
+
+export const ROLE_KINDS = ['cdc', 'app', 'monitor', 'router', 'relay'] as const;
+export type RoleKind = (typeof ROLE_KINDS)[number];
+
+type RolesAndDatabase = { roles: z.output<typeof rolesSchema>; database: z.output<typeof databaseSchema> };
+
+/**
+ * Every role needs its own name: provisioning resets each role's attributes and grants, so two settings
+ * naming one role would give it both sets of rights, or strip one. (A role may be database.user: the
+ * router runs as PGUSER=outbox_router. Only db:provision refuses to reset the role it connects as.)
+ */
+function distinctRoleNames(config: RolesAndDatabase, ctx: z.RefinementCtx): void {
+  const seen = new Map<string, string>();
+  for (const kind of ROLE_KINDS) {
+    const name = config.roles[kind];
+    const other = seen.get(name);
+    if (other) {
+      ctx.addIssue({ code: 'custom', path: ['roles', kind], message: `"${name}" is also roles.${other}; each role needs a name of its own, or one would get the other's rights` });
+    }
+    seen.set(name, kind);
+  }
+}
+
+/** The published development passwords, for the local stack's database only (see rolesSchema). */
+function withLocalRolePasswords<T extends RolesAndDatabase>(config: T): T {
+  if (!isLocalStackDatabase(config.database)) return config;
+  const roles = { ...config.roles };
+  for (const kind of ROLE_KINDS) roles[`${kind}Password`] ??= LOCAL_ROLE_PASSWORDS[kind];
+  return { ...config, roles };
+}
 
 /** A file path read when a client is built (not at load time), so a missing file names itself there. */
 const filePath = z.string().min(1);
@@ -188,7 +230,9 @@ export const outboxConfigSchema = z
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine(distinctRoleNames)
+  .transform(withLocalRolePasswords);
 
 export type OutboxOptions = z.input<typeof outboxConfigSchema>;
 export type OutboxConfig = Readonly<z.output<typeof outboxConfigSchema>>;

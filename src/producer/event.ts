@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CONTENT_TYPES, type ContentType } from '../codec/content-type';
 import { OutboxError } from '../errors';
+import { AGGREGATE_TYPE_PATTERN, MAX_AGGREGATE_ID_BYTES, MAX_AGGREGATE_TYPE_LENGTH, MAX_HEADERS_BYTES, TRACEPARENT_PATTERN } from './limits';
 
 export { CONTENT_TYPES, type ContentType };
 
@@ -29,17 +30,24 @@ const name = z.string().regex(/^[A-Za-z0-9._-]{1,200}$/, 'letters, digits, ".", 
 const eventSchema = z
   .object({
     id: z.uuid().optional(),
-    aggregateType: name,
-    aggregateId: z.string().min(1).max(4096),
+    // The same limits as the outbox table's CHECK constraints (./limits.ts): both give the same answer.
+    aggregateType: z
+      .string()
+      .regex(new RegExp(AGGREGATE_TYPE_PATTERN), `1 to ${MAX_AGGREGATE_TYPE_LENGTH} characters, letters, digits, ".", "_" and "-" only (it becomes the Kafka topic outbox.event.<aggregateType>, at most 249 characters)`),
+    aggregateId: z
+      .string()
+      .min(1)
+      .refine((id) => Buffer.byteLength(id) <= MAX_AGGREGATE_ID_BYTES, `at most ${MAX_AGGREGATE_ID_BYTES} bytes in UTF-8 (it is the Kafka key)`),
     type: name,
     payload: z.unknown(),
     traceparent: z
       .string()
-      .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'a W3C traceparent such as 00-<32 hex>-<16 hex>-01')
+      .regex(new RegExp(TRACEPARENT_PATTERN), 'a W3C traceparent such as 00-<32 hex>-<16 hex>-01')
       .optional(),
     headers: z
       .record(z.string().min(1), z.string())
       .refine((h) => !Object.keys(h).some((k) => RESERVED_HEADERS.includes(k)), `must not use the reserved names ${RESERVED_HEADERS.join(', ')}`)
+      .refine((h) => Buffer.byteLength(JSON.stringify(h)) <= MAX_HEADERS_BYTES, `at most ${MAX_HEADERS_BYTES} bytes as JSON (the outbox's headers column)`)
       .optional(),
     contentType: z.enum(CONTENT_TYPES).optional(),
   })

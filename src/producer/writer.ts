@@ -1,8 +1,9 @@
 import type { ClientBase } from 'pg';
 import type { OutboxConfig } from '../config';
-import { qualified } from '../db';
+import { pgCode, qualified } from '../db';
 import { OutboxError } from '../errors';
 import { validateEvent, type ContentType, type OutboxEvent } from './event';
+import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
 import { uuidv7 } from './uuidv7';
 
 /** What the writer needs from a codec: payload → bytes, validating against the event's schema. */
@@ -96,7 +97,9 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
   async function insert(client: ClientBase, rows: unknown[][]): Promise<void> {
     for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
       const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
-      await client.query(insertText(chunk.length, 1), chunk.flat());
+      await client.query(insertText(chunk.length, 1), chunk.flat()).catch((error: unknown) => {
+        throw limitViolation(error, limit) ?? error;
+      });
       if (options.deleteAfterInsert) {
         await client.query(`DELETE FROM ${table} WHERE id = ANY($1::uuid[])`, [chunk.map((row) => row[0])]);
       }
@@ -134,6 +137,23 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
       return written as WrittenEvent;
     },
   };
+}
+
+/**
+ * The database refused a row by one of the outbox's limit constraints. The writer checks the same limits
+ * first, so this means the database was provisioned with other settings (a smaller outbox.maxPayloadBytes).
+ */
+function limitViolation(error: unknown, maxPayloadBytes: number): OutboxError | undefined {
+  const constraint = (error as { constraint?: string }).constraint;
+  const rule = pgCode(error) === '23514' ? explainLimitViolation(constraint, maxPayloadBytes) : undefined;
+  if (!rule) return undefined;
+  return new OutboxError(
+    constraint === OUTBOX_LIMIT_CONSTRAINTS.payload ? 'PAYLOAD_TOO_LARGE' : 'EVENT_INVALID',
+    `The database refused the outbox row by its check constraint ${constraint}: ${rule}. The writer allows up to ${maxPayloadBytes} payload bytes, ` +
+      'so the database was provisioned with different settings: run db:provision with the same outbox.maxPayloadBytes (OUTBOX_MAX_PAYLOAD_BYTES) as the writer. ' +
+      'Nothing was written; the transaction is aborted and must be rolled back.',
+    { cause: error, details: { constraint, sqlState: '23514' } },
+  );
 }
 
 /**

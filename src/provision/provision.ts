@@ -1,9 +1,11 @@
 import type { Client } from 'pg';
-import type { OutboxConfig } from '../config';
+import { ROLE_KINDS, type OutboxConfig } from '../config';
 import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
+import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
+import { assertNotProvisioningAsRole, planRolePasswords } from './role-passwords';
 import { ensureOutboxPolicies } from './row-policy';
 import { scramVerifier } from './scram';
 import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
@@ -20,6 +22,10 @@ export interface ProvisionReport {
   alreadyApplied: string[];
   rolesCreated: string[];
   passwordsSet: string[];
+  /** Existing roles whose password was left as it is: no password was configured for them (not the local stack). */
+  passwordsKept: string[];
+  /** The outbox's limit constraints (src/provision/outbox-limits.ts) this run added or replaced, and any left NOT VALID. */
+  limits: LimitsReport;
   /** `created` again after `connector:delete --drop-slot` dropped it; `repaired` if its tables or operations drifted. */
   publication: 'present' | 'created' | 'repaired';
   preflight: PreflightFacts;
@@ -35,6 +41,7 @@ const RETRY_CODES = new Set(['40001', '40P01', 'XX000']);
  * it commits or none of it does.
  */
 export async function provision(config: OutboxConfig, options: ProvisionOptions = {}): Promise<ProvisionReport> {
+  assertNotProvisioningAsRole(config);
   const migrations = loadMigrations();
   return withClient(clientConfig(config.database), async (client) => {
     const preflight = await readPreflightFacts(client, config);
@@ -58,6 +65,8 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     alreadyApplied: [],
     rolesCreated: [],
     passwordsSet: [],
+    passwordsKept: [],
+    limits: { changed: [], notValidated: [] },
     publication: 'present',
     preflight,
     dryRun: Boolean(options.dryRun),
@@ -90,13 +99,23 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
       report.applied.push(`${migration.id}_${migration.name}`);
     }
     report.publication = await ensurePublication(client, config, migrations);
-    const { roles } = config;
-    for (const [role, password] of [[roles.cdc, roles.cdcPassword], [roles.app, roles.appPassword], [roles.monitor, roles.monitorPassword]] as const) {
-      if (await createRoleIfMissing(client, role)) report.rolesCreated.push(role);
-      if (password && (await setPasswordIfChanged(client, role, password))) report.passwordsSet.push(role);
+    const roleNames = ROLE_KINDS.map((kind) => config.roles[kind]);
+    const existing = await client.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])', [roleNames]);
+    // Decided for all roles before any is touched: a missing password names every variable at once.
+    for (const step of planRolePasswords(config, new Set(existing.rows.map((r) => r.rolname)))) {
+      if (await createRoleIfMissing(client, step.role)) report.rolesCreated.push(step.role);
+      if (!step.password) report.passwordsKept.push(step.role);
+      else if (await setPasswordIfChanged(client, step.role, step.password)) report.passwordsSet.push(step.role);
     }
     await client.query(rolesSql(config));
     await ensureOutboxPolicies(client, config);
+    report.limits = await ensureOutboxLimits(client, config);
+    if (report.limits.notValidated.length > 0) {
+      options.log?.warn(
+        { constraints: report.limits.notValidated },
+        `provision: existing outbox rows break ${report.limits.notValidated.join(', ')}; new rows are checked, the old ones are not until they are deleted and db:provision runs again`,
+      );
+    }
     await client.query(options.dryRun ? 'ROLLBACK' : 'COMMIT');
     options.log?.info(
       { database: report.database, applied: report.applied, rolesCreated: report.rolesCreated, dryRun: report.dryRun },

@@ -41,6 +41,32 @@ function derivedName(base: string, suffix: string): string {
   return `${head}${suffix}`;
 }
 
+/**
+ * The name PostgreSQL gives an object it names itself (makeObjectName in its indexcmds.c): `name1_name2_label`,
+ * the longer of the two names shortened first (on a character boundary) to fit 63 bytes. Used to refer
+ * to the sequence of a serial column and to 001's unnamed CHECK, both created before they had names of ours.
+ */
+export function pgObjectName(name1: string, name2: string, label: string): string {
+  const avail = 63 - (label.length + 2);
+  let n1 = Buffer.byteLength(name1);
+  let n2 = Buffer.byteLength(name2);
+  while (n1 + n2 > avail) {
+    if (n1 > n2) n1--;
+    else n2--;
+  }
+  return `${clipBytes(name1, n1)}_${clipBytes(name2, n2)}_${label}`;
+}
+
+/** The longest prefix of whole characters of at most `bytes` UTF-8 bytes. */
+function clipBytes(text: string, bytes: number): string {
+  let out = '';
+  for (const ch of text) {
+    if (Buffer.byteLength(out + ch) > bytes) break;
+    out += ch;
+  }
+  return out;
+}
+
 /** The router's dead-lettered keys live next to the inbox: `inbox` → `inbox_parked`. */
 export function parkedTableName(inboxTable: string): string {
   return derivedName(inboxTable, '_parked');
@@ -56,6 +82,8 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outboxPublishedIndex: escapeIdentifier(derivedName(outbox.table, '_published_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
+    parkedSequence: qualified(outbox.schema, pgObjectName(parkedTableName(outbox.inboxTable), 'seq', 'seq')),
+    outboxAggregateTypeCheck: escapeIdentifier(pgObjectName(outbox.table, 'aggregate_type', 'check')),
     heartbeat: qualified(outbox.schema, outbox.heartbeatTable),
     migrations: qualified(outbox.schema, outbox.migrationsTable),
     publication: escapeIdentifier(outbox.publication),
@@ -63,6 +91,8 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     cdcRole: escapeIdentifier(roles.cdc),
     appRole: escapeIdentifier(roles.app),
     monitorRole: escapeIdentifier(roles.monitor),
+    routerRole: escapeIdentifier(roles.router),
+    relayRole: escapeIdentifier(roles.relay),
   };
 }
 

@@ -50,6 +50,8 @@ export const LOCAL_ROLE_PASSWORDS = Object.freeze({
   cdc: 'outbox-cdc-local',
   app: 'outbox-app-local',
   monitor: 'outbox-monitor-local',
+  router: 'outbox-router-local',
+  relay: 'outbox-relay-local',
 });
 
 export const KAFKA = Object.freeze({

@@ -1,9 +1,12 @@
 import { Client } from 'pg';
-import type { OutboxConfig } from '../../src/config';
+import { ROLE_KINDS, type OutboxConfig } from '../../src/config';
 import { isOutboxError } from '../../src/errors';
+import { createOutboxWriter, type OutboxEvent, type PayloadEncoder } from '../../src/producer';
 import { loadMigrations, provision } from '../../src/provision';
+import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, pgConfig, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, pgConfig, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
+import { startTcpProxy } from '../support/tcp-proxy';
 
 async function asRole<T>(config: OutboxConfig, role: string, password: string, body: (c: Client) => Promise<T>): Promise<T> {
   const client = new Client({ ...pgConfig(config.database.database), user: role, password });
@@ -17,7 +20,7 @@ async function asRole<T>(config: OutboxConfig, role: string, password: string, b
 
 const dropRoles = (config: OutboxConfig) =>
   withClient('postgres', async (c) => {
-    for (const role of [config.roles.cdc, config.roles.app, config.roles.monitor]) {
+    for (const role of ROLE_KINDS.map((kind) => config.roles[kind])) {
       await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
     }
   });
@@ -44,13 +47,15 @@ describe('db:provision', () => {
     expect(MIGRATIONS).toHaveLength(9);
     expect(MIGRATIONS.slice(0, 7)).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index', '7_outbox_order']);
     expect(first.applied).toEqual(MIGRATIONS);
-    expect(first.rolesCreated.sort()).toEqual([config.roles.app, config.roles.cdc, config.roles.monitor].sort());
+    expect(first.applied).toContain('8_outbox_limits');
+    expect(first.rolesCreated.sort()).toEqual(ROLE_KINDS.map((kind) => config.roles[kind]).sort());
 
     const second = await provision(config);
     expect(second.applied).toEqual([]);
     expect(second.alreadyApplied).toEqual(MIGRATIONS);
     expect(second.rolesCreated).toEqual([]);
     expect(second.passwordsSet).toEqual([]);
+    expect(second.limits).toEqual({ changed: [], notValidated: [] });
 
     await withClient(db.name, async (c) => {
       const cols = await c.query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'outbox' ORDER BY ordinal_position");
@@ -151,6 +156,199 @@ describe('db:provision', () => {
     });
   });
 
+  describe('outbox limits (rows the application inserts by plain SQL)', () => {
+    const KIB = 1024;
+    const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    /** One outbox row's columns; `payloadBytes` zero bytes of payload. */
+    interface Row {
+      aggregateType: string;
+      aggregateId: string;
+      payloadBytes: number;
+      headers: string | null;
+      traceparent: string | null;
+    }
+    const valid: Row = { aggregateType: 'order', aggregateId: '1', payloadBytes: 2, headers: null, traceparent: null };
+    const insert = (c: Client, row: Row) =>
+      c.query(
+        'INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) ' +
+          "VALUES (gen_random_uuid(), $1, $2, 'OrderCreated', $3, 'application/json', $4, $5)",
+        [row.aggregateType, row.aggregateId, Buffer.alloc(row.payloadBytes), row.traceparent, row.headers],
+      );
+    const asApp = <T>(body: (c: Client) => Promise<T>) => asRole(config, config.roles.app, config.roles.appPassword as string, body);
+    const headersOf = (bytes: number) => JSON.stringify({ h: 'x'.repeat(bytes - '{"h":""}'.length) });
+
+    afterAll(async () => {
+      await provision(config); // back to the default limits for the tests after these
+      await withClient(db.name, (c) => c.query('DELETE FROM outbox'));
+    });
+
+    it.each<[string, string, Partial<Row>]>([
+      ['a 2 MB payload', 'outbox_payload_size', { payloadBytes: 2 * 1024 * KIB }],
+      ['65 KiB of headers', 'outbox_headers_size', { headers: headersOf(65 * KIB) }],
+      ['an aggregate_type of 300 characters (topic name over 249)', 'outbox_aggregate_type_topic', { aggregateType: 'a'.repeat(300) }],
+      ["an aggregate_type with '/'", 'outbox_aggregate_type_topic', { aggregateType: 'order/items' }],
+      ['an empty aggregate_type', 'outbox_aggregate_type_topic', { aggregateType: '' }],
+      ['an aggregate_id over 4096 bytes', 'outbox_aggregate_id_size', { aggregateId: 'é'.repeat(2049) }],
+      ['a traceparent that is not W3C', 'outbox_traceparent_format', { traceparent: 'x'.repeat(10 * KIB) }],
+    ])('refuses %s at INSERT as the application role, SQLSTATE 23514 naming %s', async (_what, constraint, patch) => {
+      await asApp(async (c) => {
+        await expect(insert(c, { ...valid, ...patch })).rejects.toMatchObject({ code: '23514', constraint });
+      });
+    });
+
+    it('accepts a row at every limit, and one with only the documented columns', async () => {
+      await asApp(async (c) => {
+        const edge = { aggregateType: 'a'.repeat(236), aggregateId: 'é'.repeat(2048), payloadBytes: 900 * KIB, headers: headersOf(64 * KIB), traceparent: TRACEPARENT };
+        await expect(insert(c, edge)).resolves.toMatchObject({ rowCount: 1 });
+        await expect(insert(c, valid)).resolves.toMatchObject({ rowCount: 1 });
+      });
+      // 001's unnamed aggregate_type check is gone (008): the named limits say what a refused row broke.
+      const checks = await withClient(db.name, (c) => c.query<{ conname: string }>("SELECT conname FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND contype = 'c' ORDER BY conname"));
+      expect(checks.rows.map((r) => r.conname)).toEqual([
+        'outbox_aggregate_id_size',
+        'outbox_aggregate_type_topic',
+        'outbox_content_type_check',
+        'outbox_event_type_check',
+        'outbox_headers_size',
+        'outbox_payload_size',
+        'outbox_traceparent_format',
+      ]);
+    });
+
+    it('the writer and the database give the same answer for the same event', async () => {
+      const sized: PayloadEncoder = { encode: async (_a, _t, payload) => Buffer.alloc((payload as { bytes: number }).bytes) };
+      const writer = createOutboxWriter({ outbox: config.outbox, codec: sized, contentType: 'application/json' });
+      const max = config.outbox.maxPayloadBytes;
+      const cases: Array<[string, Partial<Row>, 'accepted' | 'refused']> = [
+        ['aggregate_type of 236', { aggregateType: 'a'.repeat(236) }, 'accepted'],
+        ['aggregate_type of 237', { aggregateType: 'a'.repeat(237) }, 'refused'],
+        ['aggregate_type with a space', { aggregateType: 'order items' }, 'refused'],
+        ['aggregate_id of 4096 bytes', { aggregateId: 'a'.repeat(4096) }, 'accepted'],
+        ['aggregate_id of 2049 two-byte characters', { aggregateId: 'é'.repeat(2049) }, 'refused'],
+        ['empty aggregate_id', { aggregateId: '' }, 'refused'],
+        ['payload at the limit', { payloadBytes: max }, 'accepted'],
+        ['payload one byte over', { payloadBytes: max + 1 }, 'refused'],
+        ['headers of 64 KiB', { headers: headersOf(64 * KIB) }, 'accepted'],
+        ['headers one byte over', { headers: headersOf(64 * KIB + 1) }, 'refused'],
+        ['W3C traceparent', { traceparent: TRACEPARENT }, 'accepted'],
+        ['upper-case traceparent', { traceparent: TRACEPARENT.toUpperCase() }, 'refused'],
+      ];
+      const verdicts: Array<{ what: string; writer: string; database: string }> = [];
+      for (const [what, patch] of cases) {
+        const row = { ...valid, ...patch };
+        const event: OutboxEvent = {
+          aggregateType: row.aggregateType,
+          aggregateId: row.aggregateId,
+          type: 'OrderCreated',
+          payload: { bytes: row.payloadBytes },
+          ...(row.headers ? { headers: JSON.parse(row.headers) as Record<string, string> } : {}),
+          ...(row.traceparent ? { traceparent: row.traceparent } : {}),
+        };
+        const writerSays = await writer.prepareInsert([event]).then(
+          () => 'accepted',
+          (e: unknown) => (isOutboxError(e) ? 'refused' : String(e)),
+        );
+        const database = await asApp((c) => insert(c, row)).then(
+          () => 'accepted',
+          (e: { code?: string }) => (e.code === '23514' ? 'refused' : String(e)),
+        );
+        verdicts.push({ what, writer: writerSays, database });
+      }
+      expect(verdicts).toEqual(cases.map(([what, , expected]) => ({ what, writer: expected, database: expected })));
+    });
+
+    it('re-provisioning with another outbox.maxPayloadBytes replaces the payload constraint, and only it', async () => {
+      await withClient(db.name, (c) => c.query('DELETE FROM outbox')); // rows of the tests above are over 1000 bytes
+      const small = testConfig(db.name, { roles: config.roles, outbox: { maxPayloadBytes: 1000 } });
+      const report = await provision(small);
+      expect(report.limits).toEqual({ changed: ['outbox_payload_size'], notValidated: [] });
+      await asApp(async (c) => {
+        await expect(insert(c, { ...valid, payloadBytes: 1001 })).rejects.toMatchObject({ code: '23514', constraint: 'outbox_payload_size' });
+        await expect(insert(c, { ...valid, payloadBytes: 1000 })).resolves.toMatchObject({ rowCount: 1 });
+        // A writer configured for more than the database allows: the refusal names the constraint and the fix.
+        const writer = createOutboxWriter({ outbox: config.outbox, codec: { encode: async () => Buffer.alloc(2000) }, contentType: 'application/json' });
+        await c.query('BEGIN');
+        const error = await rejection(writer.writeEvent(c, { aggregateType: 'order', aggregateId: '1', type: 'OrderCreated', payload: {} }));
+        await c.query('ROLLBACK');
+        expect(error.code).toBe('PAYLOAD_TOO_LARGE');
+        expect(error.message).toContain('outbox_payload_size');
+        expect(error.message).toContain('run db:provision with the same outbox.maxPayloadBytes');
+      });
+      expect((await provision(small)).limits).toEqual({ changed: [], notValidated: [] });
+      expect((await provision(config)).limits.changed).toEqual(['outbox_payload_size']);
+    });
+
+    it('existing rows over a new limit leave it NOT VALID (new rows are still checked) until they are gone', async () => {
+      await withClient(db.name, (c) => c.query('DELETE FROM outbox'));
+      await asApp((c) => insert(c, { ...valid, aggregateId: 'legacy', payloadBytes: 5000 }));
+      const small = testConfig(db.name, { roles: config.roles, outbox: { maxPayloadBytes: 1000 } });
+      expect((await provision(small)).limits).toEqual({ changed: ['outbox_payload_size'], notValidated: ['outbox_payload_size'] });
+      await asApp((c) => expect(insert(c, { ...valid, payloadBytes: 5000 })).rejects.toMatchObject({ code: '23514', constraint: 'outbox_payload_size' }));
+      await withClient(db.name, (c) => c.query("DELETE FROM outbox WHERE aggregate_id = 'legacy'"));
+      expect((await provision(small)).limits).toEqual({ changed: [], notValidated: [] });
+      const validated = await withClient(db.name, (c) => c.query("SELECT convalidated FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND conname = 'outbox_payload_size'"));
+      expect(validated.rows).toEqual([{ convalidated: true }]);
+      await provision(config);
+    });
+
+    it('puts back a limit constraint dropped or replaced by hand', async () => {
+      await withClient(db.name, async (c) => {
+        await c.query('ALTER TABLE outbox DROP CONSTRAINT outbox_headers_size');
+        await c.query('ALTER TABLE outbox DROP CONSTRAINT outbox_aggregate_type_topic');
+        await c.query("ALTER TABLE outbox ADD CONSTRAINT outbox_aggregate_type_topic CHECK (aggregate_type <> '')");
+      });
+      expect((await provision(config)).limits.changed.sort()).toEqual(['outbox_aggregate_type_topic', 'outbox_headers_size']);
+      await asApp((c) => expect(insert(c, { ...valid, aggregateType: 'a/b' })).rejects.toMatchObject({ code: '23514', constraint: 'outbox_aggregate_type_topic' }));
+    });
+  });
+
+  describe('role passwords off the local stack', () => {
+    // The same PostgreSQL through a proxy on another port: by isLocalStackDatabase not the local stack.
+    let proxy: Awaited<ReturnType<typeof startTcpProxy>>;
+    let remoteDb: FreshDatabase;
+    const suffix = randomIdentifier('p').slice(-8);
+    const names = { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}` };
+    const remote = (roles: Record<string, string> = {}) =>
+      testConfig(remoteDb.name, { database: { host: '127.0.0.1', port: proxy.port }, roles: { ...names, ...roles } });
+
+    beforeAll(async () => {
+      proxy = await startTcpProxy(Number(pgConfig().port));
+      remoteDb = await freshDatabase('prov_remote');
+    });
+    afterAll(async () => {
+      await proxy.close();
+      await remoteDb.drop();
+      await withClient('postgres', async (c) => {
+        for (const role of Object.values(names)) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
+      });
+    });
+
+    it('refuses to create roles without passwords, naming each variable to set, and changes nothing', async () => {
+      const error = await rejection(provision(remote({ appPassword: 'app-secret-1' })));
+      expect(error.code).toBe('ROLE_PASSWORD_REQUIRED');
+      for (const variable of ['OUTBOX_CDC_PASSWORD', 'OUTBOX_MONITOR_PASSWORD', 'OUTBOX_ROUTER_PASSWORD', 'OUTBOX_RELAY_PASSWORD']) expect(error.message).toContain(variable);
+      expect(error.message).not.toContain('OUTBOX_APP_PASSWORD');
+      const left = await withClient(remoteDb.name, async (c) => ({
+        roles: (await c.query('SELECT count(*)::int AS n FROM pg_roles WHERE rolname = ANY($1)', [Object.values(names)])).rows[0].n,
+        tables: (await c.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).rows[0].n,
+      }));
+      expect(left).toEqual({ roles: 0, tables: 0 });
+    });
+
+    it('sets explicit passwords, and leaves an existing role’s password alone when none is given', async () => {
+      const given = { cdcPassword: 'cdc-secret-1', appPassword: 'app-secret-1', monitorPassword: 'mon-secret-1', routerPassword: 'rt-secret-1', relayPassword: 'rl-secret-1' };
+      const first = await provision(remote(given));
+      expect(first.passwordsSet.sort()).toEqual(Object.values(names).sort());
+      const second = await provision(remote());
+      expect(second.passwordsSet).toEqual([]);
+      expect(second.passwordsKept.sort()).toEqual(Object.values(names).sort());
+      // The published development password never reached the role; the explicit one still logs in.
+      const onRemoteDb = { ...config, database: { ...config.database, database: remoteDb.name } };
+      await expect(asRole(onRemoteDb, names.app, 'outbox-app-local', async () => {})).rejects.toMatchObject({ code: '28P01' });
+      await asRole(onRemoteDb, names.router, 'rt-secret-1', (c) => c.query("INSERT INTO inbox (consumer, message_id) VALUES ('c', gen_random_uuid())"));
+    });
+  });
+
   it('escapes hostile schema, table and publication names', async () => {
     const other = await freshDatabase('prov_hostile');
     const hostile = testConfig(other.name, {
@@ -177,7 +375,8 @@ describe('db:provision', () => {
     const other = await freshDatabase('prov_weak');
     try {
       const weak = testConfig(other.name, {
-        roles: config.roles,
+        // connecting as the monitoring role; provisioning that same role would be CONFIG_INVALID before preflight
+        roles: { ...config.roles, monitor: `${config.roles.monitor}_2` },
         database: { user: config.roles.monitor, password: config.roles.monitorPassword },
       });
       const error = await provision(weak).catch((e: unknown) => e);

@@ -30,7 +30,7 @@ const NAMES = {
   migrationsTable: 'Mïg\\rations',
   publication: `Pub "p"; DROP PUBLICATION x; ${id}`,
 };
-const ROLES = { cdc: `Cdc "r" ${id}`, app: `App "R"; ${id}`, monitor: `Mön -- ${id}` };
+const ROLES = { cdc: `Cdc "r" ${id}`, app: `App "R"; ${id}`, monitor: `Mön -- ${id}`, router: `Röuter "x"; ${id}`, relay: `Relay'); -- ${id}` };
 
 let db: FreshDatabase;
 let config: OutboxConfig;
@@ -85,7 +85,7 @@ describe('hostile identifiers', () => {
     expect(first.applied.length).toBeGreaterThanOrEqual(4);
     expect(first.rolesCreated.sort()).toEqual(Object.values(ROLES).sort());
     const second = await provision(config);
-    expect(second).toMatchObject({ applied: [], rolesCreated: [], passwordsSet: [], publication: 'present' });
+    expect(second).toMatchObject({ applied: [], rolesCreated: [], passwordsSet: [], publication: 'present', limits: { changed: [], notValidated: [] } });
 
     await admin(async (c) => {
       const tables = await c.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [NAMES.schema]);
@@ -98,8 +98,15 @@ describe('hostile identifiers', () => {
       // Nothing the names "say" happened: public and its contents are still there.
       expect((await c.query("SELECT 1 FROM pg_namespace WHERE nspname = 'public'")).rowCount).toBe(1);
       const roles = await c.query('SELECT rolname, rolreplication FROM pg_roles WHERE rolname = ANY($1) ORDER BY rolname', [Object.values(ROLES)]);
-      expect(roles.rows).toHaveLength(3);
+      expect(roles.rows).toHaveLength(Object.keys(ROLES).length);
       expect(roles.rows.find((r) => r.rolname === ROLES.cdc)?.rolreplication).toBe(true);
+      // 008 found 001's unnamed CHECK under the name PostgreSQL gave it; the named limits replace it.
+      const checks = await c.query<{ conname: string }>(
+        "SELECT conname FROM pg_constraint co JOIN pg_class t ON t.oid = co.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = $1 AND t.relname = $2 AND co.contype = 'c'",
+        [NAMES.schema, NAMES.table],
+      );
+      expect(checks.rows.map((r) => r.conname)).toContain('outbox_aggregate_type_topic');
+      expect(checks.rows.map((r) => r.conname)).not.toContain(`${NAMES.table}_aggregate_type_check`);
       const policies = await c.query('SELECT policyname, roles::text[] AS roles FROM pg_policies WHERE schemaname = $1 AND tablename = $2 ORDER BY policyname', [NAMES.schema, NAMES.table]);
       expect(policies.rows).toEqual([
         { policyname: 'outbox_app_own_transaction', roles: [ROLES.app] },
@@ -144,13 +151,22 @@ describe('hostile identifiers', () => {
       await writer.writeEvent(c, { aggregateType: 'order', aggregateId: 'small', type: 'OrderCreated', payload: {} });
       await c.query('COMMIT');
     });
+    // The same limit in the database (db:provision's named constraint), for a row inserted by plain SQL.
+    await asApp((c) =>
+      expect(
+        c.query(
+          `INSERT INTO ${outboxTable()} (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES (gen_random_uuid(), 'order', 'raw', 'OrderCreated', $1, 'application/json')`,
+          [Buffer.alloc(3000)],
+        ),
+      ).rejects.toMatchObject({ code: '23514', constraint: 'outbox_payload_size' }),
+    );
     const rows = await admin((c) => c.query(`SELECT aggregate_id FROM ${outboxTable()}`));
     expect(rows.rows).toEqual([{ aggregate_id: 'small' }]);
     await admin((c) => c.query(`DELETE FROM ${outboxTable()}`));
   });
 
-  it("applies an event once through the router's inbox transaction", async () => {
-    const pool = createPool(config.database);
+  it("applies an event once through the router's inbox transaction, as the router role", async () => {
+    const pool = createPool({ ...config.database, user: ROLES.router, password: config.roles.routerPassword as string });
     try {
       const inbox = qualified(NAMES.schema, NAMES.inboxTable);
       const messageId = '00000000-0000-4000-8000-00000000beef';

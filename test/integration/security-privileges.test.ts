@@ -2,13 +2,17 @@
  * Least privilege, proven by logging in AS each provisioned role with its password: the CDC role
  * replicates and reads what Debezium needs and writes nothing else; the monitoring role reads the
  * replication and statistics views and no data; the application role inserts events and can touch
- * no other transaction's rows. Fresh database, role names of this file only.
+ * no other transaction's rows; the router writes the inbox and the parked keys only; the polling relay
+ * claims, marks and deletes outbox rows but cannot insert them. Fresh database, role names of this file only.
  */
 import { Client } from 'pg';
 import type { OutboxConfig } from '../../src/config';
 import { heartbeatQuery } from '../../src/connector';
 import { ensureOutboxPolicies, provision } from '../../src/provision';
 import { createOutboxWriter, type PayloadEncoder } from '../../src/producer';
+import { buildRelaySql } from '../../src/relay/sql';
+import { applyOnce } from '../../src/router/inbox-transaction';
+import { createPool, qualified } from '../../src/db';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, pgConfig, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
 
@@ -20,8 +24,11 @@ let db: FreshDatabase;
 let config: OutboxConfig;
 const OTHER_ID = '00000000-0000-4000-8000-0000000000aa';
 
-async function asRole<T>(role: 'cdc' | 'app' | 'monitor', body: (c: Client) => Promise<T>): Promise<T> {
-  const password = { cdc: config.roles.cdcPassword, app: config.roles.appPassword, monitor: config.roles.monitorPassword }[role];
+type Role = 'cdc' | 'app' | 'monitor' | 'router' | 'relay';
+const ROLES: Role[] = ['cdc', 'app', 'monitor', 'router', 'relay'];
+
+async function asRole<T>(role: Role, body: (c: Client) => Promise<T>): Promise<T> {
+  const password = config.roles[`${role}Password`];
   const client = new Client({ ...pgConfig(db.name), user: config.roles[role], password });
   await client.connect();
   try {
@@ -41,7 +48,9 @@ beforeAll(async () => {
   db = await freshDatabase('sec_priv');
   // Distinct passwords per role, so a login that works proves the verifier of that role.
   const pw = randomIdentifier('pw');
-  config = testConfig(db.name, { roles: { cdcPassword: `${pw}-cdc`, appPassword: `${pw}-app`, monitorPassword: `${pw}-mon` } });
+  config = testConfig(db.name, {
+    roles: { cdcPassword: `${pw}-cdc`, appPassword: `${pw}-app`, monitorPassword: `${pw}-mon`, routerPassword: `${pw}-rt`, relayPassword: `${pw}-rl` },
+  });
   await provision(config);
   await admin(async (c) => {
     await c.query('CREATE TABLE orders (id int PRIMARY KEY, note text)');
@@ -53,7 +62,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.drop();
   await withClient('postgres', async (c) => {
-    for (const role of [config.roles.cdc, config.roles.app, config.roles.monitor]) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
+    for (const role of ROLES.map((r) => config.roles[r])) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
   });
 });
 
@@ -182,6 +191,83 @@ describe('the application role', () => {
   });
 });
 
+describe('the router role', () => {
+  const parkRow = (eventId: string) =>
+    `INSERT INTO inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ('billing', 'order', '7', '${eventId}', 'HANDLER_FAILED') ON CONFLICT DO NOTHING`;
+
+  it("applies an event once through the router's inbox transaction", async () => {
+    const pool = createPool({ ...config.database, user: config.roles.router, password: config.roles.routerPassword as string });
+    try {
+      const inbox = qualified(config.outbox.schema, config.outbox.inboxTable);
+      const messageId = '00000000-0000-4000-8000-0000000000e1';
+      expect(await applyOnce(pool, inbox, 'billing', messageId, async () => {})).toBe('applied');
+      expect(await applyOnce(pool, inbox, 'billing', messageId, async () => {})).toBe('duplicate');
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('parks, lists and releases dead-lettered keys (the serial sequence included)', async () => {
+    await asRole('router', async (c) => {
+      await c.query(parkRow('e-1'));
+      await c.query(parkRow('e-2'));
+      const parked = await c.query("SELECT event_id FROM inbox_parked WHERE consumer = 'billing' ORDER BY seq");
+      expect(parked.rows.map((r) => r.event_id)).toEqual(['e-1', 'e-2']);
+      expect((await c.query("DELETE FROM inbox_parked WHERE consumer = 'billing'")).rowCount).toBe(2);
+    });
+  });
+
+  it('cannot read or write the outbox, the heartbeat, the migrations or business tables, nor create objects', async () => {
+    await asRole('router', async (c) => {
+      for (const table of ['outbox', 'outbox_heartbeat', 'outbox_migrations', 'orders']) {
+        await expect(c.query(`SELECT * FROM ${table}`)).rejects.toMatchObject(DENIED);
+      }
+      await expect(c.query(insertRow('00000000-0000-4000-8000-0000000000e2'))).rejects.toMatchObject(DENIED);
+      await expect(c.query('DELETE FROM outbox')).rejects.toMatchObject(DENIED);
+      await expect(c.query('UPDATE outbox SET attempts = 1')).rejects.toMatchObject(DENIED);
+      await expect(c.query('UPDATE inbox SET processed_at = now()')).rejects.toMatchObject(DENIED);
+      await expect(c.query('TRUNCATE inbox_parked')).rejects.toMatchObject(DENIED);
+      await expect(c.query('CREATE TABLE public.router_made (id int)')).rejects.toMatchObject(DENIED);
+    });
+    expect(await outboxIds()).toEqual([OTHER_ID]);
+  });
+});
+
+describe('the relay role', () => {
+  const MINE = ['00000000-0000-4000-8000-0000000000f1', '00000000-0000-4000-8000-0000000000f2'];
+
+  it("claims, marks and deletes outbox rows with the relay's own statements", async () => {
+    await admin(async (c) => {
+      for (const id of MINE) await c.query(insertRow(id));
+    });
+    const sql = buildRelaySql(config.outbox.schema, config.outbox.table);
+    await asRole('relay', async (c) => {
+      await c.query('BEGIN');
+      // one worker: shard 0 of 1, batch of 10, no blocked keys; the shard's advisory lock is taken inside
+      const claimed = await c.query<{ id: string }>(sql.claim, ['relay-test-shards', 0, 1, 10, []]);
+      expect(claimed.rows.map((r) => r.id)).toEqual(expect.arrayContaining(MINE));
+      await c.query(sql.mark, [MINE, MINE]);
+      await c.query('COMMIT');
+      expect((await c.query(sql.cleanup, [0, 10])).rowCount).toBe(2);
+      await expect(c.query(sql.join, ['relay-test-members', 1])).resolves.toBeDefined();
+    });
+    expect(await outboxIds()).toEqual([OTHER_ID]);
+  });
+
+  it("cannot insert events, change their content, or touch the inbox, parked keys or business tables", async () => {
+    await asRole('relay', async (c) => {
+      await expect(c.query(insertRow('00000000-0000-4000-8000-0000000000f3'))).rejects.toMatchObject(DENIED);
+      await expect(c.query("UPDATE outbox SET payload = '\\x00'")).rejects.toMatchObject(DENIED);
+      await expect(c.query("UPDATE outbox SET aggregate_type = 'other'")).rejects.toMatchObject(DENIED);
+      for (const table of ['inbox', 'inbox_parked', 'outbox_heartbeat', 'outbox_migrations', 'orders']) {
+        await expect(c.query(`SELECT * FROM ${table}`)).rejects.toMatchObject(DENIED);
+      }
+      await expect(c.query('CREATE TABLE public.relay_made (id int)')).rejects.toMatchObject(DENIED);
+    });
+    expect(await outboxIds()).toEqual([OTHER_ID]);
+  });
+});
+
 describe('re-provisioning', () => {
   it('takes back grants, role attributes and policy changes made by hand, and is otherwise a no-op', async () => {
     await admin(async (c) => {
@@ -211,5 +297,34 @@ describe('re-provisioning', () => {
       { policyname: 'outbox_app_own_transaction', permissive: 'RESTRICTIVE' },
       { policyname: 'outbox_unrestricted', permissive: 'PERMISSIVE' },
     ]);
+  });
+  it("puts back the router's parked-table grants revoked by hand, and takes back grants on it made by hand", async () => {
+    await admin(async (c) => {
+      const { app, router } = config.roles;
+      await c.query(`REVOKE INSERT, DELETE ON inbox_parked FROM ${c.escapeIdentifier(router)}`);
+      await c.query(`REVOKE USAGE ON SEQUENCE inbox_parked_seq_seq FROM ${c.escapeIdentifier(router)}`);
+      await c.query(`GRANT ALL ON inbox_parked TO ${c.escapeIdentifier(app)}`);
+    });
+    await asRole('router', (c) => expect(c.query("INSERT INTO inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ('c', 'a', 'k', 'e', 'X')")).rejects.toMatchObject(DENIED));
+    await provision(config);
+    await asRole('router', async (c) => {
+      await c.query("INSERT INTO inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ('c', 'a', 'k', 'e', 'X')");
+      expect((await c.query("DELETE FROM inbox_parked WHERE consumer = 'c'")).rowCount).toBe(1);
+    });
+    await asRole('app', (c) => expect(c.query('SELECT * FROM inbox_parked')).rejects.toMatchObject(DENIED));
+  });
+
+  it('revokes CREATE on schema public from PUBLIC, as PostgreSQL 13 and 14 grant it (CVE-2018-1058)', async () => {
+    // PostgreSQL 15+ no longer grants it by default: put back what 13 and 14 have.
+    await admin((c) => c.query('GRANT CREATE ON SCHEMA public TO PUBLIC'));
+    await asRole('router', (c) => c.query('CREATE TABLE public.planted (id int)'));
+    await admin((c) => c.query('DROP TABLE public.planted'));
+    await provision(config);
+    for (const role of ROLES) {
+      await asRole(role, (c) => expect(c.query('CREATE TABLE public.planted (id int)')).rejects.toMatchObject(DENIED));
+    }
+    const acl = await admin((c) => c.query("SELECT count(*)::int AS n FROM pg_namespace, aclexplode(nspacl) a WHERE nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE'"));
+    expect(acl.rows[0].n).toBe(0);
+    await provision(config); // idempotent where already revoked
   });
 });

@@ -12,7 +12,7 @@ export function testConfig(database: string, overrides: OutboxOptions = {}): Out
     overrides: {
       ...overrides,
       database: { database, ...overrides.database },
-      roles: { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, ...overrides.roles },
+      roles: { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}`, ...overrides.roles },
       connector: { slotName: randomIdentifier('slot'), name: randomIdentifier('conn'), ...overrides.connector },
     },
   });

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { SQL_DIR, loadMigrations, renderSql, rolesSql, sqlValues } from '../../../src/provision/sql-files';
+import { SQL_DIR, loadMigrations, pgObjectName, renderSql, rolesSql, sqlValues } from '../../../src/provision/sql-files';
 import { thrown } from '../../support/expect-error';
 
 
@@ -38,6 +38,8 @@ describe('loadMigrations (shipped files)', () => {
       [5, 'parked'],
       [6, 'relay_cleanup_index'],
       [7, 'outbox_order'],
+      [8, 'outbox_limits'],
+      [9, 'parked_head_index'],
     ]);
   });
 
@@ -135,6 +137,20 @@ describe('sqlValues', () => {
   });
 });
 
+describe('pgObjectName (names PostgreSQL chose itself)', () => {
+  it('is name1_name2_label when it fits', () => {
+    expect(pgObjectName('outbox', 'aggregate_type', 'check')).toBe('outbox_aggregate_type_check');
+    expect(pgObjectName('inbox_parked', 'seq', 'seq')).toBe('inbox_parked_seq_seq');
+  });
+
+  it('shortens the longer name first, by bytes on a character boundary, to 63 bytes', () => {
+    expect(pgObjectName('t'.repeat(63), 'aggregate_type', 'check')).toBe(`${'t'.repeat(42)}_aggregate_type_check`);
+    const multiByte = pgObjectName('é'.repeat(31), 'seq', 'seq');
+    expect(Buffer.byteLength(multiByte)).toBeLessThanOrEqual(63);
+    expect(multiByte).toBe(`${'é'.repeat(27)}_seq_seq`);
+  });
+});
+
 describe('rendering every SQL file with hostile names', () => {
   // Each name carries the marker "zq", which no template contains: it must never appear outside a
   // double-quoted identifier. The quote, semicolon, comment and placeholder syntax try to break out.
@@ -149,6 +165,8 @@ describe('rendering every SQL file with hostile names', () => {
     cdc: 'zq_cdc"role',
     app: 'zq_app"role',
     monitor: 'zq_mon"role',
+    router: 'zq_rou"ter',
+    relay: 'zq_rel"ay',
   };
   const cfg = config({
     database: { database: hostile.database },
@@ -160,9 +178,16 @@ describe('rendering every SQL file with hostile names', () => {
       migrationsTable: hostile.migrationsTable,
       publication: hostile.publication,
     },
-    roles: { cdc: hostile.cdc, app: hostile.app, monitor: hostile.monitor },
+    roles: { cdc: hostile.cdc, app: hostile.app, monitor: hostile.monitor, router: hostile.router, relay: hostile.relay },
   });
-  const allowedNames = new Set([...Object.values(hostile), `${hostile.table}_unpublished_idx`, `${hostile.table}_published_idx`, `${hostile.inboxTable}_parked`]);
+  const allowedNames = new Set([
+    ...Object.values(hostile),
+    `${hostile.table}_unpublished_idx`,
+    `${hostile.table}_published_idx`,
+    `${hostile.table}_aggregate_type_check`,
+    `${hostile.inboxTable}_parked`,
+    `${hostile.inboxTable}_parked_seq_seq`,
+  ]);
 
   const rendered: Array<[string, string]> = [
     ...loadMigrations().map((m): [string, string] => [`${m.id}_${m.name}`, renderSql(m.template, cfg, m.name)]),
@@ -187,7 +212,7 @@ describe('rendering every SQL file with hostile names', () => {
     expect(tokens.filter((t) => !t.startsWith('"') && t.includes('zq'))).toEqual([]);
     // no fragment of a hostile name escaped into the SQL text
     expect(outside).not.toContain('zq');
-    expect(outside).not.toContain('DROP');
+    expect(outside).not.toContain('DROP SCHEMA');
   });
 
   it('every configured name the file uses appears in its escaped form', () => {
@@ -204,6 +229,9 @@ describe('rendering every SQL file with hostile names', () => {
     expect(roles).toContain(`GRANT CONNECT ON DATABASE ${esc(hostile.database)} TO ${esc(hostile.cdc)}, ${esc(hostile.app)}, ${esc(hostile.monitor)}`);
     expect(roles).toContain(`GRANT USAGE ON SCHEMA ${esc(hostile.schema)} TO`);
     expect(roles).toContain(`GRANT pg_monitor TO ${esc(hostile.monitor)}`);
+    expect(roles).toContain(`GRANT USAGE ON SEQUENCE ${esc(hostile.schema)}.${esc(`${hostile.inboxTable}_parked_seq_seq`)} TO ${esc(hostile.router)}`);
+    expect(roles).toContain(`GRANT UPDATE (published_at, attempts) ON ${outbox} TO ${esc(hostile.relay)}`);
+    expect(text['8_outbox_limits']).toContain(`ALTER TABLE ${outbox} DROP CONSTRAINT IF EXISTS ${esc(`${hostile.table}_aggregate_type_check`)}`);
   });
 
   it('an unknown placeholder in a template is CONFIG_INVALID naming the source', () => {
