@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Kafka, KafkaMessage } from 'kafkajs';
+import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
@@ -96,7 +96,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
   // One in flight at a time: a key's replays reach its partition in order.
-  const producer = options.dryRun ? undefined : kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  const producer = options.dryRun ? undefined : kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
   await producer?.connect();
   const seen = new Set<string>();
   const at = new Date().toISOString();
