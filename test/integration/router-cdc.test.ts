@@ -187,6 +187,8 @@ describe('router behind the real CDC pipeline', () => {
     expect(report.replayed.map((x) => x.id)).toEqual([rows[0]?.id, rows[2]?.id]);
     await until('replayed events applied', () => r.stats(), (st) => st.applied === 5);
     expect(await perKey('p1')).toEqual(['poison', 'p1-after']);
+    // the NULL traceparent came back absent, which the router reads as it reads null
+    expect((await byNote()).every((e) => e.traceparent === null)).toBe(true);
     expect((await pool.query('SELECT count(*)::int AS n FROM inbox_parked WHERE consumer = $1', [consumer])).rows[0].n).toBe(0);
 
     // replaying everything again changes nothing: the inbox skips both
