@@ -133,7 +133,15 @@ export interface ReleaseTarget {
  * key) flows again; `id` or `head` skips exactly one event, and the key's next parked event becomes its
  * head. Returns the released rows.
  */
-export async function releaseKeys(pool: Pool, table: string, consumer: string, aggregateType: string, target: ReleaseTarget = {}): Promise<Array<{ aggregateId: string; eventId: string }>> {
+export async function releaseKeys(
+  pool: Pool,
+  table: string,
+  consumer: string,
+  aggregateType: string,
+  which: ReleaseTarget | string = {},
+): Promise<Array<{ aggregateId: string; eventId: string }>> {
+  // A plain string is the key (the signature before one-event releases existed).
+  const target: ReleaseTarget = typeof which === 'string' ? { key: which } : which;
   if (target.head && target.key === undefined) {
     throw new OutboxError('CONFIG_INVALID', 'dlq:release --head needs --key <key>: the head is the earliest parked event of one key.');
   }
