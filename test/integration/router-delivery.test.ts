@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { ConfigResourceTypes } from 'kafkajs';
+import pino from 'pino';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -231,6 +233,45 @@ describe('router delivery', () => {
     const ok = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json', '--timeout-ms', '30000']);
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({ scanned: 1, replayed: [{ key: 'k' }], dryRun: true });
+  });
+
+  it('a dead letter the DLQ refuses as too large goes reduced (no value); one refused even reduced stops the router (DLQ_REJECTED) without skipping the record', async () => {
+    const limitDlq = (s: { dlq: string }, bytes: number) =>
+      h.admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: s.dlq, configEntries: [{ name: 'max.message.bytes', value: String(bytes) }] }] });
+    const big = `poison ${'x'.repeat(4_000)}`;
+    const failBig = (reason: string) => (reason === big ? new Error('too big to handle') : undefined);
+
+    const s = await scenario(1);
+    await limitDlq(s, 2_048);
+    const [poison] = await produce(s, [
+      { key: 'k1', reason: big },
+      { key: 'k2', reason: 'next' },
+    ]);
+    const router = await startRouter(s, handlers(s, failBig), { maxAttempts: 1 });
+    await until('poison dead-lettered, next applied', () => router.stats(), (st) => st.deadLettered === 1 && st.applied === 1);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect(letter?.value).toEqual(Buffer.alloc(0)); // collect() reads a null value as empty
+    expect(letter?.headers).toMatchObject({ id: poison?.id, 'x-error-code': 'HANDLER_FAILED', 'x-original-offset': '0' });
+    expect(letter?.headers['x-dead-letter-reduced']).toMatch(/value and headers dropped/);
+    expect(letter?.headers).not.toHaveProperty('headers');
+    // replay has nothing to send for it; the key's head is released by hand
+    const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer: `c-${s.run}`, aggregateType: 'order' };
+    expect(await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, dryRun: true })).toMatchObject({ replayed: [], reduced: 1 });
+
+    const t = await scenario(1);
+    await limitDlq(t, 64);
+    await produce(t, [
+      { key: 'k1', reason: big },
+      { key: 'k2', reason: 'must wait' },
+    ]);
+    const logged: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
+    const stopped = await startRouter(t, handlers(t, failBig), { maxAttempts: 1, logger });
+    await until('the poison reached', () => stopped.stats(), (st) => st.received >= 1);
+    await until('the router stopped consuming', () => stopped.health(), (x) => !x.joined, 30_000);
+    expect(logged.join('')).toMatch(/"event":"router.crash".*refused the dead letter.*even without its value and headers/);
+    expect(stopped.stats()).toMatchObject({ deadLettered: 0, applied: 0 });
+    expect(await effects(t)).toEqual([]);
   });
 
   it("the 'block' policy holds the partition on a failing record: nothing dead-lettered, order intact", async () => {
