@@ -83,7 +83,8 @@ export type Prepared =
 /**
  * One record, start to end: headers → handler lookup → decode → inbox + handler in one transaction,
  * retried; or a dead letter. Never throws for a record's content; resolves 'aborted' only when the
- * router stops in the middle, and the record is then left for the next run.
+ * router stops in the middle, and the record is then left for the next run. Throws DLQ_REJECTED (not
+ * retriable, so kafkajs stops the consumer) when the DLQ refuses even a reduced dead letter for good.
  */
 export async function processRecord(topic: string, partition: number, message: KafkaMessage, deps: RecordDeps): Promise<Outcome> {
   return finishRecord(await prepareRecord(topic, partition, message, deps), deps);
