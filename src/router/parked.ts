@@ -1,6 +1,15 @@
 import type { Pool, PoolClient } from 'pg';
 import { OutboxError } from '../errors';
 
+/**
+ * Keys the table can hold: not empty (a keyless record has no order to keep) and without NUL, which
+ * PostgreSQL text cannot store (a record produced straight to Kafka may carry one): such a key is
+ * never parked, rather than failing every batch that holds it.
+ */
+function parkable(key: string): boolean {
+  return key !== '' && !key.includes('\0');
+}
+
 /** A key's earliest parked event: the one a replay must apply before anything else of the key. */
 interface Head {
   eventId: string;
@@ -56,7 +65,7 @@ export class ParkedKeys {
 
   /** (Re)reads the heads of these keys; keys without rows flow. */
   async reload(keys: readonly string[]): Promise<void> {
-    const distinct = [...new Set(keys.filter((k) => k !== ''))];
+    const distinct = [...new Set(keys.filter(parkable))];
     if (distinct.length === 0) return;
     const { rows } = await this.pool.query<{ aggregate_id: string; event_id: string; seq: string }>(ParkedKeys.headsQuery(this.table), [
       this.consumer,
@@ -74,7 +83,7 @@ export class ParkedKeys {
 
   /** Records a dead-lettered event of `key` (kept if it is already there: a replay that failed again). */
   async park(key: string, eventId: string, errorCode: string): Promise<void> {
-    if (key === '') return;
+    if (!parkable(key)) return;
     await this.pool.query(
       `INSERT INTO ${this.table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
       [this.consumer, this.aggregateType, key, eventId, errorCode],
@@ -90,7 +99,7 @@ export class ParkedKeys {
    * committed before it is seen.
    */
   async guardIn(tx: PoolClient, keys: readonly string[]): Promise<void> {
-    const distinct = [...new Set(keys.filter((k) => k !== ''))];
+    const distinct = [...new Set(keys.filter(parkable))];
     if (distinct.length === 0) return;
     const { rows } = await tx.query<{ aggregate_id: string }>(
       `SELECT DISTINCT aggregate_id FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[])`,

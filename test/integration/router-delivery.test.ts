@@ -274,6 +274,19 @@ describe('router delivery', () => {
     expect(await effects(t)).toEqual([]);
   });
 
+  it('a key PostgreSQL cannot store (a NUL byte) is dead-lettered without parking instead of stalling every batch', async () => {
+    const s = await scenario(1);
+    const [poison] = await produce(s, [
+      { key: 'nul\u0000key', reason: 'poison' },
+      { key: 'k2', reason: 'next' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (reason === 'poison' ? new Error('broken') : undefined)), { maxAttempts: 1 });
+    await until('poison dead-lettered, next applied', () => router.stats(), (st) => st.deadLettered === 1 && st.applied === 1);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect([letter?.key, letter?.headers.id]).toEqual(['nul\u0000key', poison?.id]);
+    expect(await parked(`c-${s.run}`)).toEqual([]);
+  });
+
   it("the 'block' policy holds the partition on a failing record: nothing dead-lettered, order intact", async () => {
     const s = await scenario(1);
     const events: RouterEventName[] = [];
