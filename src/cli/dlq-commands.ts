@@ -4,7 +4,7 @@ import { createPool, qualified } from '../db';
 import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
-import { releaseKeys, replayDeadLetters } from '../router';
+import { DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -28,6 +28,11 @@ function parkedTable(config: OutboxConfig): string {
   return qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
 }
 
+function timeoutMs(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new OutboxError('CONFIG_INVALID', `--timeout-ms must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
 export function dlqCommands(): Command[] {
   const replay = withConfigOption(
     new Command('dlq:replay').description(
@@ -42,9 +47,10 @@ export function dlqCommands(): Command[] {
     .option('--consumer <name>', 'the router consumer whose parked keys say what is outstanding', 'outbox-router')
     .option('--all', 'every matching dead letter, not only outstanding ones', false)
     .option('--dry-run', 'list what would be replayed; publish nothing', false)
+    .option('--timeout-ms <ms>', 'give up when reading the dead-letter topic makes no progress for this long', timeoutMs, DEFAULT_REPLAY_TIMEOUT_MS)
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer: string; all: boolean; dryRun: boolean; json: boolean }, command: Command) => {
+      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer: string; all: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const { dlqTopic, aggregateType } = target(opts, config);
@@ -57,13 +63,14 @@ export function dlqCommands(): Command[] {
             ids: opts.id,
             outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: opts.consumer, aggregateType },
             dryRun: opts.dryRun,
+            timeoutMs: opts.timeoutMs,
             logger: log,
           });
           if (opts.json) {
             process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
           } else {
             const verb = report.dryRun ? 'would replay' : 'replayed';
-            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}\n`);
+            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}\n`);
             for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
             if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
           }
@@ -75,21 +82,31 @@ export function dlqCommands(): Command[] {
 
   const release = withConfigOption(
     new Command('dlq:release').description(
-      "Give up on a key's dead letters (they stay in the dead-letter topic) so the router applies the key's new events again. Use it for dead letters " +
-        'that a replay cannot fix (undecodable bytes); replay the others instead.',
+      "Give up on parked dead letters (they stay in the dead-letter topic) so the router applies the key's events again. --head or --id skips exactly one " +
+        "event (one that a replay cannot fix, e.g. undecodable bytes) and the key's next parked event becomes its head, to be replayed; without them, the " +
+        "whole key (or every key) is released and its other parked events are abandoned.",
     ),
   )
     .option('--aggregate-type <type>', 'the aggregate type (required)')
     .option('--key <key>', 'one key; without it, every parked key of the aggregate type')
+    .option('--id <event-id>', 'only this parked event')
+    .option('--head', "only the key's earliest parked event (needs --key)", false)
     .option('--consumer <name>', 'the router consumer', 'outbox-router')
     .action(
-      action(async (opts: { aggregateType?: string; key?: string; consumer: string }, command: Command) => {
+      action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer: string }, command: Command) => {
         if (!opts.aggregateType) throw new OutboxError('CONFIG_INVALID', 'dlq:release needs --aggregate-type <type>.');
         const config = configFrom(command);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
         try {
-          const released = await releaseKeys(pool, parkedTable(config), opts.consumer, opts.aggregateType, opts.key);
-          process.stdout.write(`released ${released} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${opts.consumer}\n`);
+          const released = await releaseKeys(pool, parkedTable(config), opts.consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
+          if ((opts.id !== undefined || opts.head) && released.length === 0) {
+            throw new OutboxError(
+              'CONFIG_INVALID',
+              `Nothing parked matches ${opts.head ? `the head of key ${JSON.stringify(opts.key)}` : `event id ${JSON.stringify(opts.id)}`} for aggregate type ${JSON.stringify(opts.aggregateType)} and consumer ${JSON.stringify(opts.consumer)}; outbox dlq:replay --dry-run lists what is outstanding.`,
+            );
+          }
+          process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${opts.consumer}\n`);
+          for (const r of released) process.stdout.write(`  ${r.eventId}  key=${r.aggregateId}\n`);
         } finally {
           await pool.end().catch(() => {});
         }

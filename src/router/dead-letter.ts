@@ -1,4 +1,5 @@
 import type { IHeaders, Message } from 'kafkajs';
+import { isOutboxError } from '../errors';
 
 /** What is known about a record that is given up on. */
 export interface DeadLetterInput {
@@ -16,15 +17,43 @@ export interface DeadLetterInput {
 /** Kafka puts no limit on header size, but a stack trace in every dead letter helps nobody. */
 export const MAX_ERROR_MESSAGE_CHARS = 2_000;
 
+/** Set on a dead letter whose original value and headers the DLQ refused: only the event's identity is kept. */
+export const REDUCED_HEADER = 'x-dead-letter-reduced';
+
+/** The headers a dead letter adds; dropped when a dead letter is replayed or dead-lettered again. */
+export const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$|dead-letter-reduced$)/;
+
+type HeaderValue = Buffer | string;
+
 /**
- * The dead letter: the original key, value and headers unchanged, so `dlq:replay` can re-publish it as
- * it was, plus `x-` headers saying where it came from and why it was given up on (DESIGN.md).
+ * Headers as kafkajs can always encode them: each value a Buffer or a string (bytes are kept as they
+ * are, so a non-UTF-8 value survives), an array only of those. A null or undefined value is dropped:
+ * kafkajs 2.2.4 cannot encode a null header value (a TypeError on send), and the Event Router sends
+ * `traceparent` and `headers` as null for NULL columns. The router reads an absent header exactly as a
+ * null one (record-headers.ts), so dropping it changes nothing for the event. Anything else (a number
+ * from a caller) becomes its string. Used for every dead letter and every replay.
+ */
+export function sanitizeHeaders(headers: IHeaders | undefined, drop?: (name: string) => boolean): IHeaders {
+  const clean: IHeaders = {};
+  for (const [name, raw] of Object.entries(headers ?? {})) {
+    if (drop?.(name)) continue;
+    const values = (Array.isArray(raw) ? raw : [raw]).filter((v) => v !== null && v !== undefined).map(headerValue);
+    if (values.length === 1) clean[name] = values[0] as HeaderValue;
+    else if (values.length > 1) clean[name] = values;
+  }
+  return clean;
+}
+
+function headerValue(value: unknown): HeaderValue {
+  return Buffer.isBuffer(value) || typeof value === 'string' ? value : String(value);
+}
+
+/**
+ * The dead letter: the original key, value and headers (sanitized, see sanitizeHeaders), so
+ * `dlq:replay` can re-publish it, plus `x-` headers saying where it came from and why it was given up on.
  */
 export function buildDeadLetter(input: DeadLetterInput): Message {
-  const headers: IHeaders = {};
-  for (const [name, value] of Object.entries(input.headers ?? {})) {
-    if (value !== undefined && !name.startsWith('x-original-') && !name.startsWith('x-error-') && name !== 'x-attempts') headers[name] = value;
-  }
+  const headers = sanitizeHeaders(input.headers, (name) => DEAD_LETTER_HEADERS.test(name));
   const message = input.errorMessage.length > MAX_ERROR_MESSAGE_CHARS ? `${input.errorMessage.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…` : input.errorMessage;
   Object.assign(headers, {
     'x-original-topic': input.topic,
@@ -35,4 +64,33 @@ export function buildDeadLetter(input: DeadLetterInput): Message {
     'x-attempts': String(input.attempts),
   });
   return { key: input.key, value: input.value, headers };
+}
+
+/** The event's identity headers, kept in a reduced dead letter so it can still be found and released. */
+const IDENTITY_HEADERS = new Set(['id', 'eventType', 'contentType']);
+
+/**
+ * When the DLQ refused a dead letter for good (too large, an invalid record), the same letter without
+ * the original value and without the writer's headers: only key, identity and the x- headers, marked
+ * with `x-dead-letter-reduced` and the refusal. The original record is still in its topic at
+ * x-original-partition/offset (for as long as the topic keeps it).
+ */
+export function reduceDeadLetter(letter: Message, refusal: string): Message {
+  const headers = sanitizeHeaders(letter.headers, (name) => !IDENTITY_HEADERS.has(name) && !DEAD_LETTER_HEADERS.test(name));
+  headers[REDUCED_HEADER] = `value and headers dropped: ${refusal}`.slice(0, MAX_ERROR_MESSAGE_CHARS);
+  return { key: letter.key, value: null, headers };
+}
+
+/**
+ * Can sending this again succeed? kafkajs errors carry `retriable` (a broker or connection problem,
+ * or retries exhausted on one: KafkaJSNumberOfRetriesExceeded); the deepest cause decides, as kafkajs
+ * itself decides. A TypeError from encoding, MESSAGE_TOO_LARGE, INVALID_RECORD or
+ * TOPIC_AUTHORIZATION_FAILED will fail the same way every time.
+ */
+export function isRetriableSendError(error: unknown): boolean {
+  if (isOutboxError(error)) return error.retriable;
+  if ((error as Error | undefined)?.name === 'KafkaJSNumberOfRetriesExceeded') return true;
+  let deepest = error as { cause?: unknown; retriable?: unknown } | undefined;
+  while (deepest && typeof deepest === 'object' && deepest.cause && deepest.cause !== deepest) deepest = deepest.cause as typeof deepest;
+  return deepest?.retriable === true;
 }

@@ -1,11 +1,44 @@
 import type { Pool, PoolClient } from 'pg';
+import { OutboxError } from '../errors';
+
+/**
+ * Keys the table can hold: not empty (a keyless record has no order to keep) and without NUL, which
+ * PostgreSQL text cannot store (a record produced straight to Kafka may carry one): such a key is
+ * never parked, rather than failing every batch that holds it.
+ */
+function parkable(key: string): boolean {
+  return key !== '' && !key.includes('\0');
+}
+
+/** A key's earliest parked event: the one a replay must apply before anything else of the key. */
+interface Head {
+  eventId: string;
+  seq: string;
+}
+
+/**
+ * Another router parked a key of this batch after the batch loaded its heads (the partition moved, or
+ * a stale owner was still finishing): the transaction that found it is rolled back, the key's head
+ * reloaded and the record decided again.
+ */
+export class ParkedKeysStale extends Error {
+  constructor(readonly keys: readonly string[]) {
+    super(`Key(s) ${keys.map((k) => JSON.stringify(k)).join(', ')} were parked by another router after this batch loaded its parked keys.`);
+    this.name = 'ParkedKeysStale';
+  }
+}
 
 /**
  * Keys of one aggregate type with dead-lettered events, for one consumer (the `<inbox>_parked` table).
- * Loaded once per batch for the batch's keys; a partition belongs to one router at a time, so the copy
- * in memory stays exact while the batch runs. While a key has rows, its later events are dead-lettered
- * too (KEY_PARKED); a replayed event that is the key's earliest row is applied and its row deleted in
- * its inbox transaction. DESIGN: per-key order is never broken silently.
+ * Loaded per batch, and only each key's HEAD (its earliest row, by seq) is loaded and kept: the cost of
+ * a batch depends on its distinct keys, never on how many events a hot key has parked (one index probe
+ * per key on (consumer, aggregate_type, aggregate_id, seq), migration 009). While a key has a head, its
+ * later events are dead-lettered too (KEY_PARKED); a replayed event that is the key's head is applied
+ * and its row deleted in its inbox transaction, which also reads the next head (LIMIT 1).
+ *
+ * A batch's copy can be stale if another router parked a key after the load (a partition moved in a
+ * rebalance while the old owner was still finishing a record): `guardIn` checks, inside each inbox
+ * transaction, that no key assumed unparked has a row now. DESIGN: per-key order is never broken silently.
  */
 export class ParkedKeys {
   private constructor(
@@ -13,61 +46,125 @@ export class ParkedKeys {
     private readonly table: string,
     private readonly consumer: string,
     private readonly aggregateType: string,
-    private readonly byKey: Map<string, string[]>,
+    private readonly heads: Map<string, Head>,
   ) {}
 
   static async load(pool: Pool, table: string, consumer: string, aggregateType: string, keys: readonly string[]): Promise<ParkedKeys> {
-    const byKey = new Map<string, string[]>();
-    const distinct = [...new Set(keys.filter((k) => k !== ''))];
-    if (distinct.length > 0) {
-      const { rows } = await pool.query<{ aggregate_id: string; event_id: string }>(
-        `SELECT aggregate_id, event_id FROM ${table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) ORDER BY seq`,
-        [consumer, aggregateType, distinct],
-      );
-      for (const row of rows) byKey.set(row.aggregate_id, [...(byKey.get(row.aggregate_id) ?? []), row.event_id]);
-    }
-    return new ParkedKeys(pool, table, consumer, aggregateType, byKey);
+    const parked = new ParkedKeys(pool, table, consumer, aggregateType, new Map());
+    await parked.reload(keys);
+    return parked;
+  }
+
+  /** The SQL of the head load, for tests that check what it reads (EXPLAIN). */
+  static headsQuery(table: string): string {
+    return (
+      `SELECT k.aggregate_id, h.event_id, h.seq::text AS seq FROM unnest($3::text[]) AS k(aggregate_id) ` +
+      `CROSS JOIN LATERAL (SELECT p.event_id, p.seq FROM ${table} p WHERE p.consumer = $1 AND p.aggregate_type = $2 AND p.aggregate_id = k.aggregate_id ORDER BY p.seq LIMIT 1) h`
+    );
+  }
+
+  /** (Re)reads the heads of these keys; keys without rows flow. */
+  async reload(keys: readonly string[]): Promise<void> {
+    const distinct = [...new Set(keys.filter(parkable))];
+    if (distinct.length === 0) return;
+    const { rows } = await this.pool.query<{ aggregate_id: string; event_id: string; seq: string }>(ParkedKeys.headsQuery(this.table), [
+      this.consumer,
+      this.aggregateType,
+      distinct,
+    ]);
+    for (const key of distinct) this.heads.delete(key);
+    for (const row of rows) this.heads.set(row.aggregate_id, { eventId: row.event_id, seq: row.seq });
   }
 
   /** The key's earliest dead-lettered event, or undefined when the key flows. */
   earliest(key: string): string | undefined {
-    return this.byKey.get(key)?.[0];
+    return this.heads.get(key)?.eventId;
   }
 
   /** Records a dead-lettered event of `key` (kept if it is already there: a replay that failed again). */
   async park(key: string, eventId: string, errorCode: string): Promise<void> {
-    if (key === '') return;
+    if (!parkable(key)) return;
     await this.pool.query(
       `INSERT INTO ${this.table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
       [this.consumer, this.aggregateType, key, eventId, errorCode],
     );
-    const ids = this.byKey.get(key) ?? [];
-    if (!ids.includes(eventId)) this.byKey.set(key, [...ids, eventId]);
+    // A parked key's head does not change when an event joins its tail; a new one needs its head read
+    // (it may have had rows this batch did not know about).
+    if (!this.heads.has(key)) await this.reload([key]);
   }
 
-  /** Deletes the row inside the replayed event's inbox transaction. */
-  async releaseIn(tx: PoolClient, key: string, eventId: string): Promise<void> {
-    await tx.query(`DELETE FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id = $4`, [
-      this.consumer,
-      this.aggregateType,
-      key,
-      eventId,
-    ]);
+  /**
+   * Inside an inbox transaction: fails with ParkedKeysStale if any of these keys (all unparked when
+   * this batch loaded) has a parked row now. One indexed probe per key, in the transaction, so a park
+   * committed before it is seen.
+   */
+  async guardIn(tx: PoolClient, keys: readonly string[]): Promise<void> {
+    const distinct = [...new Set(keys.filter(parkable))];
+    if (distinct.length === 0) return;
+    const { rows } = await tx.query<{ aggregate_id: string }>(
+      `SELECT DISTINCT aggregate_id FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[])`,
+      [this.consumer, this.aggregateType, distinct],
+    );
+    if (rows.length > 0) throw new ParkedKeysStale(rows.map((r) => r.aggregate_id));
   }
 
-  /** After that transaction committed. */
-  released(key: string, eventId: string): void {
-    const ids = (this.byKey.get(key) ?? []).filter((id) => id !== eventId);
-    if (ids.length === 0) this.byKey.delete(key);
-    else this.byKey.set(key, ids);
+  /**
+   * Deletes the head row inside the replayed event's inbox transaction and reads the key's next head in
+   * the same statement (LIMIT 1). Returns it for `released`.
+   */
+  async releaseIn(tx: PoolClient, key: string, eventId: string): Promise<Head | undefined> {
+    const { rows } = await tx.query<{ event_id: string; seq: string }>(
+      `WITH gone AS (DELETE FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id = $4) ` +
+        `SELECT event_id, seq::text AS seq FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id <> $4 ORDER BY seq LIMIT 1`,
+      [this.consumer, this.aggregateType, key, eventId],
+    );
+    return rows[0] ? { eventId: rows[0].event_id, seq: rows[0].seq } : undefined;
+  }
+
+  /** After that transaction committed: the next head, or the key flows again. */
+  released(key: string, next: Head | undefined): void {
+    if (next) this.heads.set(key, next);
+    else this.heads.delete(key);
   }
 }
 
-/** `outbox dlq:release`: gives up on a key's dead letters (they stay in the DLQ) so its events flow again. */
-export async function releaseKeys(pool: Pool, table: string, consumer: string, aggregateType: string, key?: string): Promise<number> {
-  const result = await pool.query(
-    `DELETE FROM ${table} WHERE consumer = $1 AND aggregate_type = $2 AND ($3::text IS NULL OR aggregate_id = $3)`,
-    [consumer, aggregateType, key ?? null],
+export interface ReleaseTarget {
+  /** One key; without it, every parked key of the aggregate type. */
+  key?: string;
+  /** Only this parked event (its id), so the key's next parked event becomes its head. */
+  id?: string;
+  /** Only the key's head (its earliest parked event); needs `key`. */
+  head?: boolean;
+}
+
+/**
+ * `outbox dlq:release`: gives up on parked dead letters (they stay in the DLQ). A whole key (or every
+ * key) flows again; `id` or `head` skips exactly one event, and the key's next parked event becomes its
+ * head. Returns the released rows.
+ */
+export async function releaseKeys(
+  pool: Pool,
+  table: string,
+  consumer: string,
+  aggregateType: string,
+  which: ReleaseTarget | string = {},
+): Promise<Array<{ aggregateId: string; eventId: string }>> {
+  // A plain string is the key (the signature before one-event releases existed).
+  const target: ReleaseTarget = typeof which === 'string' ? { key: which } : which;
+  if (target.head && target.key === undefined) {
+    throw new OutboxError('CONFIG_INVALID', 'dlq:release --head needs --key <key>: the head is the earliest parked event of one key.');
+  }
+  if (target.head && target.id !== undefined) {
+    throw new OutboxError('CONFIG_INVALID', `dlq:release takes --head or --id, not both (got --id ${JSON.stringify(target.id)}).`);
+  }
+  const only = target.head
+    ? `AND seq = (SELECT seq FROM ${table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 ORDER BY seq LIMIT 1)`
+    : target.id !== undefined
+      ? 'AND event_id IN ($4, lower($4))'
+      : '';
+  const { rows } = await pool.query<{ aggregate_id: string; event_id: string }>(
+    `DELETE FROM ${table} WHERE consumer = $1 AND aggregate_type = $2 AND ($3::text IS NULL OR aggregate_id = $3) ${only} RETURNING aggregate_id, event_id`,
+    target.id !== undefined ? [consumer, aggregateType, target.key ?? null, target.id] : [consumer, aggregateType, target.key ?? null],
   );
-  return result.rowCount ?? 0;
+  return rows.map((r) => ({ aggregateId: r.aggregate_id, eventId: r.event_id }));
 }

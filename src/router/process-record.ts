@@ -1,12 +1,12 @@
 import type { KafkaMessage, Message } from 'kafkajs';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { ZodType } from 'zod';
 import type { Codec } from '../codec';
 import { isOutboxError, OutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
-import { buildDeadLetter } from './dead-letter';
+import { buildDeadLetter, isRetriableSendError, reduceDeadLetter } from './dead-letter';
 import { applyMany, applyOnce, HandlerFailed, InboxUnavailable } from './inbox-transaction';
-import type { ParkedKeys } from './parked';
+import { ParkedKeysStale, type ParkedKeys } from './parked';
 import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
 import type { EventHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
 
@@ -83,7 +83,8 @@ export type Prepared =
 /**
  * One record, start to end: headers → handler lookup → decode → inbox + handler in one transaction,
  * retried; or a dead letter. Never throws for a record's content; resolves 'aborted' only when the
- * router stops in the middle, and the record is then left for the next run.
+ * router stops in the middle, and the record is then left for the next run. Throws DLQ_REJECTED (not
+ * retriable, so kafkajs stops the consumer) when the DLQ refuses even a reduced dead letter for good.
  */
 export async function processRecord(topic: string, partition: number, message: KafkaMessage, deps: RecordDeps): Promise<Outcome> {
   return finishRecord(await prepareRecord(topic, partition, message, deps), deps);
@@ -164,9 +165,26 @@ export async function finishRecord(prepared: Prepared, deps: RecordDeps): Promis
     return 'skipped';
   }
   if (prepared.kind === 'dead-letter') return deadLetterAndPark(prepared, prepared.failure, prepared.eventId, deps);
+  for (;;) {
+    const outcome = await applyReady(prepared, deps);
+    if (outcome !== 'stale') return outcome;
+    // Another router parked this key after the batch loaded: decide again on the key's head as it is now.
+    for (let wait = 1; ; wait++) {
+      try {
+        await deps.parked?.reload([prepared.key]);
+        break;
+      } catch (error) {
+        if (!(await waitForInfrastructure(error, wait, whereOf(prepared), deps))) return 'aborted';
+      }
+    }
+  }
+}
 
+/** 'stale': the batch's parked keys were out of date (ParkedKeysStale); nothing was committed. */
+async function applyReady(prepared: Ready, deps: RecordDeps): Promise<Outcome | 'stale'> {
   const { event, handler, key } = prepared;
-  const earliest = deps.parked?.earliest(key);
+  const parked = deps.parked;
+  const earliest = parked?.earliest(key);
   const releases = earliest !== undefined && prepared.replayed && earliest === event.id;
   if (earliest !== undefined && !releases) {
     return deadLetterAndPark(
@@ -180,8 +198,14 @@ export async function finishRecord(prepared: Prepared, deps: RecordDeps): Promis
       deps,
     );
   }
-  const parked = deps.parked;
-  const afterInbox = releases && parked ? (tx: Parameters<typeof parked.releaseIn>[0]) => parked.releaseIn(tx, key, event.id) : undefined;
+  let nextHead: Awaited<ReturnType<ParkedKeys['releaseIn']>>;
+  const afterInbox = !parked
+    ? undefined
+    : releases
+      ? async (tx: PoolClient) => {
+          nextHead = await parked.releaseIn(tx, key, event.id);
+        }
+      : (tx: PoolClient) => parked.guardIn(tx, [key]);
 
   let attempt = 1;
   let blocked = false;
@@ -192,12 +216,13 @@ export async function finishRecord(prepared: Prepared, deps: RecordDeps): Promis
         handlerTimeoutMs: deps.handlerTimeoutMs,
         afterInbox,
       });
-      if (releases) parked?.released(key, event.id);
+      if (releases) parked?.released(key, nextHead);
       if (blocked) deps.emit('router.unblocked', { ...whereOf(prepared), id: event.id, attempts: attempt });
       count(prepared, result, attempt, Date.now() - started, deps);
       return result;
     } catch (error) {
       if (error instanceof InboxUnavailable) {
+        if (error.cause instanceof ParkedKeysStale) return 'stale';
         if (!(await waitForInfrastructure(error.cause, wait++, whereOf(prepared), deps))) return 'aborted';
         continue;
       }
@@ -232,13 +257,19 @@ export async function finishRecord(prepared: Prepared, deps: RecordDeps): Promis
  */
 export async function applyChunk(chunk: readonly Ready[], deps: RecordDeps): Promise<Outcome[] | undefined> {
   const started = Date.now();
+  const parked = deps.parked;
   let results: Outcome[];
   try {
     results = await applyMany(
       deps.pool,
       deps.inboxTable,
       deps.consumer,
-      chunk.map((r) => ({ id: r.event.id, run: (tx) => r.handler(r.event, { tx }) })),
+      chunk.map((r, i) => ({
+        id: r.event.id,
+        run: (tx) => r.handler(r.event, { tx }),
+        // Once per chunk, after its handlers: none of its keys (unparked at load) was parked since.
+        afterInbox: parked && i === chunk.length - 1 ? (tx) => parked.guardIn(tx, chunk.map((c) => c.key)) : undefined,
+      })),
       { handlerTimeoutMs: deps.handlerTimeoutMs },
     );
   } catch (error) {
@@ -287,7 +318,7 @@ async function deadLetterAndPark(where: Where, failure: Failure, eventId: string
 
 async function sendDeadLetter(topic: string, partition: number, message: KafkaMessage, aggregateType: string, failure: Failure, deps: RecordDeps): Promise<Outcome> {
   const dlqTopic = deps.dlqTopicFor(topic, aggregateType);
-  const letter = buildDeadLetter({
+  let letter = buildDeadLetter({
     topic,
     partition,
     offset: message.offset,
@@ -298,14 +329,29 @@ async function sendDeadLetter(topic: string, partition: number, message: KafkaMe
     errorMessage: failure.message,
     attempts: failure.attempts,
   });
-  // A record is never skipped without its dead letter: if the DLQ cannot be written, wait for it.
+  let reduced = false;
+  // A record is never skipped without its dead letter: if the DLQ is unavailable, wait for it. Waiting
+  // is only for what can come back (kafkajs says retriable); a refusal that will repeat is not waited on.
   for (let wait = 1; ; wait++) {
     try {
       await deps.sendDeadLetter(dlqTopic, letter);
       deps.stats.deadLettered++;
-      deps.emit('router.dead-letter', { topic, partition, offset: message.offset, dlqTopic, code: failure.code, error: failure.message, attempts: failure.attempts });
+      deps.emit('router.dead-letter', { topic, partition, offset: message.offset, dlqTopic, code: failure.code, error: failure.message, attempts: failure.attempts, reduced });
       return 'dead-lettered';
     } catch (error) {
+      if (!isRetriableSendError(error)) {
+        if (reduced) {
+          throw new OutboxError(
+            'DLQ_REJECTED',
+            `${dlqTopic} refused the dead letter of ${topic}/${partition}@${message.offset}, even without its value and headers: ${messageOf(error)}. The router stops rather than skip the record or wait forever; fix the DLQ topic (write access, max.message.bytes) and restart it.`,
+            { retriable: false, cause: error, details: { dlqTopic, topic, partition, offset: message.offset } },
+          );
+        }
+        // Too large, an invalid record, a header kafkajs cannot encode: keep the event's identity and why.
+        letter = reduceDeadLetter(letter, messageOf(error));
+        reduced = true;
+        continue;
+      }
       const unavailable = new OutboxError('DLQ_UNAVAILABLE', `Cannot write the dead letter to ${dlqTopic}: ${messageOf(error)}`, { retriable: true, cause: error });
       if (!(await waitForInfrastructure(unavailable, wait, { topic, partition, offset: message.offset }, deps))) return 'aborted';
     }

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { IHeaders, Kafka, KafkaMessage } from 'kafkajs';
+import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
+import { DEAD_LETTER_HEADERS, REDUCED_HEADER, sanitizeHeaders } from './dead-letter';
 import { headerText } from './record-headers';
 import { REPLAY_HEADER } from './process-record';
+
+export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
 
 export interface ReplayOptions {
   kafka: Kafka;
@@ -21,7 +24,7 @@ export interface ReplayOptions {
   outstanding?: { pool: Pool; parkedTable: string; consumer: string; aggregateType: string };
   dryRun?: boolean;
   logger?: Logger;
-  /** Gives up reading the DLQ after this long (a broker problem). */
+  /** Gives up when reading the DLQ makes no progress for this long (a broker problem). Default 60 s. */
   timeoutMs?: number;
 }
 
@@ -40,20 +43,27 @@ export interface ReplayReport {
   replayed: ReplayedRecord[];
   /** Dead letters without an x-original-topic header: not ours, left alone. */
   withoutOrigin: number;
+  /** Matching dead letters the DLQ took only without their value (x-dead-letter-reduced): not replayable. */
+  reduced: number;
   dryRun: boolean;
 }
 
-const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$)/;
-
 /**
- * `outbox dlq:replay`: reads a dead-letter topic from its start to the end it has now, picks the
- * matching dead letters, and re-publishes each to its original topic with its original key, value and
- * headers (the x- headers dropped, `x-replayed-at` added), in DLQ order, so a key's events come back
- * in the order they failed. The router applies a replayed event through the inbox (once), and a
- * replayed event that is its key's earliest parked one releases the key.
+ * `outbox dlq:replay`: reads a dead-letter topic from its start to the end it has now and re-publishes
+ * each matching dead letter AS IT IS READ to its original topic, with its original key, value and
+ * headers (the x- headers dropped, `x-replayed-at` added; headers sanitized like a dead letter's, so a
+ * value kafkajs cannot encode never makes a replay unwritable). Memory stays bounded: no dead letter is
+ * held after it was sent, only the ids seen (to send each once) and the report's one line per replay.
+ * Each DLQ partition is read in order and a key's dead letters share a partition, so a key's events
+ * come back in the order they failed. The router applies a replayed event through the inbox (once),
+ * and a replayed event that is its key's earliest parked one releases it.
  */
 export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayReport> {
   const { kafka, dlqTopic } = options;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+    throw new OutboxError('CONFIG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
+  }
   const admin = kafka.admin();
   await admin.connect();
   let ends: Map<number, bigint>;
@@ -75,95 +85,103 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   if (options.outstanding) {
     const { pool, parkedTable, consumer, aggregateType } = options.outstanding;
     const { rows } = await pool.query<{ event_id: string }>(
-      `SELECT event_id FROM ${parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND ($3::text IS NULL OR aggregate_id = $3) ORDER BY seq`,
+      `SELECT event_id FROM ${parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND ($3::text IS NULL OR aggregate_id = $3)`,
       [consumer, aggregateType, options.key ?? null],
     );
     const parked = new Set(rows.map((r) => r.event_id));
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, dryRun: Boolean(options.dryRun) };
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
-  const byPartition = await readToEnd(kafka, dlqTopic, ends, options.timeoutMs ?? 60_000);
-  const picked: Array<{ partition: number; message: KafkaMessage; originalTopic: string }> = [];
+  // One in flight at a time: a key's replays reach its partition in order.
+  const producer = options.dryRun ? undefined : kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer?.connect();
   const seen = new Set<string>();
-  for (const [partition, messages] of [...byPartition.entries()].sort((a, b) => a[0] - b[0])) {
-    for (const message of messages) {
+  const at = new Date().toISOString();
+  try {
+    await readToEnd(kafka, dlqTopic, ends, timeoutMs, async (partition, message) => {
       report.scanned++;
       const originalTopic = headerText(message.headers, 'x-original-topic');
       if (!originalTopic) {
         report.withoutOrigin++;
-        continue;
+        return;
       }
       const key = message.key?.toString('utf8') ?? '';
       const id = headerText(message.headers, 'id')?.toLowerCase();
-      if (options.key !== undefined && key !== options.key) continue;
-      if (wanted && (!id || !wanted.has(id))) continue;
+      if (options.key !== undefined && key !== options.key) return;
+      if (wanted && (!id || !wanted.has(id))) return;
+      // Its value was refused by the DLQ: nothing to replay (the original is at x-original-offset).
+      if (headerText(message.headers, REDUCED_HEADER) !== undefined) {
+        report.reduced++;
+        return;
+      }
       // Dead-lettered twice (a replay that failed again): once is enough, at its first place.
       if (id) {
-        if (seen.has(id)) continue;
+        if (seen.has(id)) return;
         seen.add(id);
       }
-      picked.push({ partition, message, originalTopic });
-    }
-  }
-
-  for (const p of picked) {
-    report.replayed.push({
-      id: headerText(p.message.headers, 'id'),
-      key: p.message.key?.toString('utf8') ?? '',
-      originalTopic: p.originalTopic,
-      dlqPartition: p.partition,
-      dlqOffset: p.message.offset,
-      errorCode: headerText(p.message.headers, 'x-error-code'),
-    });
-  }
-  if (options.dryRun || picked.length === 0) return report;
-
-  // One in flight at a time: a key's replays reach its partition in order.
-  const producer = kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
-  try {
-    const at = new Date().toISOString();
-    for (const p of picked) {
-      const headers: IHeaders = {};
-      for (const [name, value] of Object.entries(p.message.headers ?? {})) {
-        if (value !== undefined && !DEAD_LETTER_HEADERS.test(name)) headers[name] = value;
+      if (producer) {
+        const headers = sanitizeHeaders(message.headers, (name) => DEAD_LETTER_HEADERS.test(name));
+        headers[REPLAY_HEADER] = at;
+        await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
       }
-      headers[REPLAY_HEADER] = at;
-      await producer.send({ topic: p.originalTopic, acks: -1, messages: [{ key: p.message.key, value: p.message.value, headers }] });
-    }
+      report.replayed.push({ id: headerText(message.headers, 'id'), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, 'x-error-code') });
+    });
   } finally {
-    await producer.disconnect();
+    await producer?.disconnect().catch(() => {});
   }
-  options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: picked.length }, 'dead letters replayed');
+  if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: report.replayed.length }, 'dead letters replayed');
   return report;
 }
 
-/** Reads each partition from its start up to the end recorded before reading (new dead letters wait for the next replay). */
-async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>, timeoutMs: number): Promise<Map<number, KafkaMessage[]>> {
+/**
+ * Reads each partition from its start up to the end recorded before reading (new dead letters wait for
+ * the next replay), handing each record to `each` in partition order before fetching more. Gives up
+ * (DLQ_UNAVAILABLE) when no record arrived for `timeoutMs`: a broker problem, not a large topic.
+ */
+async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>, timeoutMs: number, each: (partition: number, message: KafkaMessage) => Promise<void>): Promise<void> {
   const groupId = `outbox-dlq-replay-${randomUUID()}`;
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
-  const result = new Map<number, KafkaMessage[]>([...ends.keys()].map((p) => [p, []]));
   const remaining = new Set(ends.keys());
   await consumer.connect();
   try {
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new OutboxError('DLQ_UNAVAILABLE', `Reading ${topic} did not reach its end within ${timeoutMs} ms; check the brokers (outbox status).`, { retriable: true })),
-        timeoutMs,
-      );
+      let timer: NodeJS.Timeout | undefined;
+      let failed = false;
+      const fail = (error: unknown) => {
+        failed = true;
+        clearTimeout(timer);
+        reject(error);
+      };
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(
+          () => fail(new OutboxError('DLQ_UNAVAILABLE', `Reading ${topic} made no progress for ${timeoutMs} ms (--timeout-ms); check the brokers (outbox status).`, { retriable: true })),
+          timeoutMs,
+        );
+      };
+      arm();
       consumer
         .run({
           autoCommit: false,
-          eachBatch: async ({ batch }) => {
+          eachBatch: async ({ batch, heartbeat }) => {
             const end = ends.get(batch.partition);
-            if (end === undefined) return;
-            for (const message of batch.messages) {
-              if (BigInt(message.offset) >= end) break;
-              (result.get(batch.partition) as KafkaMessage[]).push(message);
+            if (end === undefined || failed || !remaining.has(batch.partition)) return;
+            arm();
+            try {
+              for (const message of batch.messages) {
+                if (BigInt(message.offset) >= end) break;
+                await each(batch.partition, message);
+                if (failed) return;
+                arm();
+                await heartbeat();
+              }
+            } catch (error) {
+              fail(error);
+              return;
             }
             // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
             if (BigInt(batch.messages.at(-1)?.offset ?? '-1') >= end - 1n) remaining.delete(batch.partition);
@@ -173,7 +191,7 @@ async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>,
             }
           },
         })
-        .catch(reject);
+        .catch(fail);
     });
   } finally {
     await consumer.disconnect().catch(() => {});
@@ -184,5 +202,4 @@ async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>,
       .catch(() => {})
       .finally(() => admin.disconnect().catch(() => {}));
   }
-  return result;
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
@@ -6,10 +7,12 @@ import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { createOutboxWriter, type OutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
-import { createRouter, type Router, type RoutedEvent } from '../../src/router';
-import { waitForTopics } from '../support/consume';
+import { createRouter, replayDeadLetters, type EventHandler, type Router, type RoutedEvent } from '../../src/router';
+import { qualified } from '../../src/db';
+import { parkedTableName } from '../../src/provision/sql-files';
+import { collect, waitForTopics } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
 
 jest.setTimeout(180_000);
 
@@ -107,5 +110,92 @@ describe('router behind the real CDC pipeline', () => {
     expect(rows.every((r) => (Number(r.reason) % 2 === 0 ? r.tenant === 'acme' : r.tenant === null))).toBe(true);
     expect(rows.filter((r) => r.traceparent).map((r) => r.reason)).toEqual(['0']);
     expect(seen.every((e) => e.aggregateType === 'order' && e.createdAt instanceof Date && !Number.isNaN(e.createdAt.getTime()))).toBe(true);
+  });
+
+  /** Waits, but never forever: on the old code a dead letter blocked the partition, and this fails instead of hanging. */
+  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (ok(value)) return value;
+      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  it('a poison row written by plain SQL (traceparent and headers NULL) is dead-lettered, the partition moves on, and dlq:replay applies it once after the fix', async () => {
+    await router?.stop();
+    router = undefined;
+    const aggregateType = `parcel${prefix.slice(-6)}`;
+    const topic = `${prefix}.outbox.event.${aggregateType}`;
+    const dlq = `${prefix}.outbox.dlq.${aggregateType}`;
+    const rows = [
+      { key: 'p1', type: 'ParcelLost', note: 'poison' }, // no handler yet
+      { key: 'p2', type: 'ParcelMoved', note: 'p2-1' },
+      { key: 'p1', type: 'ParcelMoved', note: 'p1-after' }, // parked behind the poison
+      { key: 'p3', type: 'ParcelMoved', note: 'p3-1' },
+      { key: 'p2', type: 'ParcelMoved', note: 'p2-2' },
+    ].map((r) => ({ ...r, id: randomUUID() }));
+    // Plain SQL, as any writer that does not set traceparent or headers: both NULL.
+    for (const r of rows) {
+      await pool.query(
+        `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES ($1, $2, $3, $4, convert_to($5, 'UTF8'), 'application/json')`,
+        [r.id, aggregateType, r.key, r.type, JSON.stringify({ note: r.note })],
+      );
+    }
+    await waitForTopics([topic], 90_000);
+    const apply = async (event: RoutedEvent, tx: { query: (sql: string, params: unknown[]) => Promise<unknown> }) => {
+      await tx.query('INSERT INTO effects (message_id, aggregate_id, reason, tenant, traceparent) VALUES ($1, $2, $3, $4, $5)', [
+        event.id,
+        event.aggregateId,
+        (event.payload as { note: string }).note,
+        event.headers.tenant ?? null,
+        event.traceparent ?? null,
+      ]);
+    };
+    const parcel: Record<string, EventHandler> = { ParcelMoved: async (event, { tx }) => apply(event, tx) };
+    const consumer = `c-${prefix}-parcel`;
+    router = createRouter({
+      config,
+      consumer,
+      groupId: randomName('g'),
+      topics: new RegExp(`^${topic.replace(/\./g, '\\.')}$`),
+      logger: createLogger({ level: 'silent' }),
+      backoff: { initialDelayMs: 5, maxDelayMs: 20 },
+      handlers: { [aggregateType]: parcel },
+    });
+    await router.start();
+    const r = router;
+    await until('the rest of the partition applied, the poison and its follower dead-lettered', () => r.stats(), (st) => st.applied === 3 && st.deadLettered === 2);
+    const byNote = async () => (await pool.query('SELECT message_id, aggregate_id, reason, traceparent FROM effects WHERE aggregate_id LIKE $1 ORDER BY seq', ['p_'])).rows;
+    const perKey = async (key: string) => (await byNote()).filter((e) => e.aggregate_id === key).map((e) => e.reason);
+    expect([await perKey('p1'), await perKey('p2'), await perKey('p3')]).toEqual([[], ['p2-1', 'p2-2'], ['p3-1']]);
+    expect((await byNote()).every((e) => e.traceparent === null)).toBe(true);
+
+    const letters = await collect([dlq], (rs) => rs.length >= 2);
+    expect(letters.map((l) => [l.key, l.headers.id, l.headers['x-error-code']])).toEqual([
+      ['p1', rows[0]?.id, 'HANDLER_NOT_FOUND'],
+      ['p1', rows[2]?.id, 'KEY_PARKED'],
+    ]);
+    // the NULL columns are not carried as headers that no producer could write
+    expect(letters.every((l) => !('traceparent' in l.headers) && !('headers' in l.headers))).toBe(true);
+
+    // the fix: a handler for the poison's type; replay brings both back, in order, applied once each
+    parcel.ParcelLost = async (event, { tx }) => apply(event, tx);
+    const outstanding = { pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType };
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq, outstanding });
+    expect(report.replayed.map((x) => x.id)).toEqual([rows[0]?.id, rows[2]?.id]);
+    await until('replayed events applied', () => r.stats(), (st) => st.applied === 5);
+    expect(await perKey('p1')).toEqual(['poison', 'p1-after']);
+    // the NULL traceparent came back absent, which the router reads as it reads null
+    expect((await byNote()).every((e) => e.traceparent === null)).toBe(true);
+    expect((await pool.query('SELECT count(*)::int AS n FROM inbox_parked WHERE consumer = $1', [consumer])).rows[0].n).toBe(0);
+
+    // replaying everything again changes nothing: the inbox skips both
+    expect((await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq })).replayed).toHaveLength(2);
+    await until('second replay skipped', () => r.stats(), (st) => st.duplicates === 2);
+    const applied = await byNote();
+    expect(applied).toHaveLength(5);
+    expect(new Set(applied.map((e) => e.message_id))).toEqual(new Set(rows.map((x) => x.id)));
   });
 });

@@ -1,4 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { ConfigResourceTypes } from 'kafkajs';
+import pino from 'pino';
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,7 +9,8 @@ import { join } from 'node:path';
 import { AVRO_CONTENT_TYPE } from '../../src/codec';
 import { qualified } from '../../src/db';
 import { parkedTableName } from '../../src/provision/sql-files';
-import { replayDeadLetters, type Handlers, type RouterEventName } from '../../src/router';
+import { releaseKeys, replayDeadLetters, type Handlers, type RouterEventName } from '../../src/router';
+import { ParkedKeys } from '../../src/router/parked';
 import { PROJECT_ROOT } from '../../src/stack/paths';
 import { collect } from '../support/consume';
 import { routerHarness } from '../support/router-scenario';
@@ -26,6 +30,21 @@ describe('router delivery', () => {
     (
       await h.pool.query(`SELECT aggregate_id, event_id, error_code FROM ${qualified('public', parkedTableName('inbox'))} WHERE consumer = $1 ORDER BY seq`, [consumer])
     ).rows as Array<{ aggregate_id: string; event_id: string; error_code: string }>;
+
+  /** The built CLI against this file's database (npm run build first). */
+  const runCli = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const { database } = h.config;
+      const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), ...args], {
+        env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    });
 
   it("parks a key after a dead letter so its later events follow; replay applies the fixed events once, in order, and releases the key", async () => {
     const s = await scenario(1);
@@ -92,6 +111,180 @@ describe('router delivery', () => {
     await until('second dead-lettered again', () => router.stats(), (st) => st.deadLettered === 3);
     expect(await effects(s)).toEqual([]);
     expect((await parked(`c-${s.run}`)).map((p) => p.event_id)).toEqual([first?.id, second?.id]);
+  });
+
+  it('dlq:release --head skips exactly one parked event: the key’s next parked event becomes its head and a replay applies the rest in order', async () => {
+    const s = await scenario(1);
+    const [poison, after1, after2] = await produce(s, [
+      { key: 'k1', reason: 'unfixable' },
+      { key: 'k1', reason: 'after-1' },
+      { key: 'k1', reason: 'after-2' },
+      { key: 'k2', reason: 'other' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (reason === 'unfixable' ? new Error('never works') : undefined)), { maxAttempts: 1 });
+    await until('k1 parked, k2 applied', () => router.stats(), (st) => st.applied === 1 && st.deadLettered === 3);
+    const consumer = `c-${s.run}`;
+    const cli = (...args: string[]) => runCli(['dlq:release', '--aggregate-type', 'order', '--consumer', consumer, ...args]);
+    expect(await cli('--head')).toMatchObject({ code: 1, stderr: expect.stringMatching(/--head needs --key/) });
+    const released = await cli('--key', 'k1', '--head');
+    expect(released).toMatchObject({ code: 0 });
+    expect(released.stdout).toContain(String(poison?.id));
+    expect((await parked(consumer)).map((p) => p.event_id)).toEqual([after1?.id, after2?.id]);
+    expect(await cli('--key', 'k1', '--id', String(poison?.id))).toMatchObject({ code: 1, stderr: expect.stringMatching(/Nothing parked matches event id/) });
+
+    const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding });
+    expect(report.replayed.map((r) => r.id)).toEqual([after1?.id, after2?.id]);
+    await until('the rest of k1 applied', () => router.stats(), (st) => st.applied === 3);
+    expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['after-1', 'after-2']);
+    expect(await parked(consumer)).toEqual([]);
+  });
+
+  it('loads only each parked key’s head: a hot key with 5,000 parked events costs one row, not 5,000', async () => {
+    const consumer = randomName('c');
+    const table = qualified('public', parkedTableName('inbox'));
+    await h.pool.query(
+      `INSERT INTO ${table} (consumer, aggregate_type, aggregate_id, event_id, error_code) SELECT $1, 'order', 'hot', 'e-' || i, 'KEY_PARKED' FROM generate_series(1, 5000) AS i`,
+      [consumer],
+    );
+    await h.pool.query(`INSERT INTO ${table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, 'order', 'cold', 'c-1', 'HANDLER_FAILED'), ($1, 'order', 'cold', 'c-2', 'KEY_PARKED')`, [consumer]);
+    await h.pool.query(`ANALYZE ${table}`);
+    // Whatever statements the load runs are captured and run again under EXPLAIN ANALYZE.
+    const statements: Array<{ text: string; values: unknown[] }> = [];
+    const spy = new Proxy(h.pool, {
+      get(target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver);
+        return (text: string, values: unknown[]) => {
+          statements.push({ text, values });
+          return target.query(text, values);
+        };
+      },
+    });
+    const keys = ['hot', 'cold', 'flowing', 'hot', 'cold'];
+    const loaded = await ParkedKeys.load(spy, table, consumer, 'order', keys);
+    expect([loaded.earliest('hot'), loaded.earliest('cold'), loaded.earliest('flowing')]).toEqual(['e-1', 'c-1', undefined]);
+    expect(statements).toHaveLength(1);
+    const { text, values } = statements[0] as { text: string; values: unknown[] };
+    const plan = (await h.pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values)).rows[0]['QUERY PLAN'][0].Plan;
+    const rowsRead = (node: { 'Node Type': string; 'Actual Rows': number; 'Actual Loops': number; Plans?: unknown[] }): number =>
+      (/Scan/.test(node['Node Type']) && node['Node Type'] !== 'Function Scan' ? node['Actual Rows'] * node['Actual Loops'] : 0) +
+      (node.Plans ?? []).reduce((sum: number, child) => sum + rowsRead(child as typeof node), 0);
+    // O(distinct keys): at most one parked row per key, whatever the hot key holds.
+    expect(rowsRead(plan)).toBeLessThanOrEqual(3);
+
+    // after a release, the next head (one LIMIT-1 read) takes over
+    await releaseKeys(h.pool, table, consumer, 'order', { key: 'hot', head: true });
+    expect((await ParkedKeys.load(h.pool, table, consumer, 'order', ['hot'])).earliest('hot')).toBe('e-2');
+  });
+
+  it('a key parked by another router after the batch loaded its parked keys is not applied out of order', async () => {
+    const s = await scenario(1);
+    const consumer = `c-${s.run}`;
+    const table = qualified('public', parkedTableName('inbox'));
+    const earlier = randomUUID();
+    const base = handlers(s);
+    const [, later] = await produce(s, [
+      { key: 'x', reason: 'parks-k' },
+      { key: 'k', reason: 'k-later' },
+      { key: 'y', reason: 'after' },
+    ]);
+    const racing: Handlers = {
+      order: {
+        OrderCancelled: async (event, ctx) => {
+          // "Another router instance" dead-letters an earlier event of k and parks k, committed on its own
+          // connection while this batch runs (its parked keys were loaded before).
+          if (event.payload.reason === 'parks-k') {
+            await h.pool.query(`INSERT INTO ${table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, 'order', 'k', $2, 'HANDLER_FAILED') ON CONFLICT DO NOTHING`, [consumer, earlier]);
+          }
+          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+        },
+      },
+    };
+    for (const maxTransactionRecords of [50, 1]) {
+      if (maxTransactionRecords === 1) {
+        await Promise.all(h.routers.splice(0).map((r) => r.stop()));
+        await h.pool.query(`DELETE FROM ${table} WHERE consumer = $1`, [consumer]);
+        await h.pool.query('DELETE FROM inbox WHERE consumer = $1', [consumer]);
+        await h.pool.query('DELETE FROM effects WHERE run = $1', [s.run]);
+      }
+      const router = await startRouter(s, racing, { maxTransactionRecords, groupId: randomName('g') });
+      await until('x and y applied, k dead-lettered', () => router.stats(), (st) => st.applied === 2 && st.deadLettered === 1);
+      expect((await effects(s)).map((r) => r.reason)).toEqual(['parks-k', 'after']);
+      expect((await parked(consumer)).map((p) => [p.aggregate_id, p.event_id])).toEqual([
+        ['k', earlier],
+        ['k', later?.id],
+      ]);
+    }
+    const letters = await collect([s.dlq], (rs) => rs.length >= 2);
+    expect(letters.map((l) => [l.headers.id, l.headers['x-error-code']])).toEqual([
+      [later?.id, 'KEY_PARKED'],
+      [later?.id, 'KEY_PARKED'],
+    ]);
+  });
+
+  it('dlq:replay --timeout-ms: a bad value is refused naming it; reading that makes no progress within it fails DLQ_UNAVAILABLE', async () => {
+    const s = await scenario(1);
+    const bad = await runCli(['dlq:replay', '--topic', s.dlq, '--timeout-ms', 'soon']);
+    expect(bad).toMatchObject({ code: 1, stderr: expect.stringMatching(/--timeout-ms must be a whole number of milliseconds ≥ 1, got "soon"/) });
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 0 })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
+    // joining a consumer group alone takes longer than 1 ms
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE', message: expect.stringMatching(/no progress for 1 ms/) });
+    const ok = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json', '--timeout-ms', '30000']);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ scanned: 1, replayed: [{ key: 'k' }], dryRun: true });
+  });
+
+  it('a dead letter the DLQ refuses as too large goes reduced (no value); one refused even reduced stops the router (DLQ_REJECTED) without skipping the record', async () => {
+    const limitDlq = (s: { dlq: string }, bytes: number) =>
+      h.admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: s.dlq, configEntries: [{ name: 'max.message.bytes', value: String(bytes) }] }] });
+    const big = `poison ${'x'.repeat(4_000)}`;
+    const failBig = (reason: string) => (reason === big ? new Error('too big to handle') : undefined);
+
+    const s = await scenario(1);
+    await limitDlq(s, 2_048);
+    const [poison] = await produce(s, [
+      { key: 'k1', reason: big },
+      { key: 'k2', reason: 'next' },
+    ]);
+    const router = await startRouter(s, handlers(s, failBig), { maxAttempts: 1 });
+    await until('poison dead-lettered, next applied', () => router.stats(), (st) => st.deadLettered === 1 && st.applied === 1);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect(letter?.value).toEqual(Buffer.alloc(0)); // collect() reads a null value as empty
+    expect(letter?.headers).toMatchObject({ id: poison?.id, 'x-error-code': 'HANDLER_FAILED', 'x-original-offset': '0' });
+    expect(letter?.headers['x-dead-letter-reduced']).toMatch(/value and headers dropped/);
+    expect(letter?.headers).not.toHaveProperty('headers');
+    // replay has nothing to send for it; the key's head is released by hand
+    const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer: `c-${s.run}`, aggregateType: 'order' };
+    expect(await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, dryRun: true })).toMatchObject({ replayed: [], reduced: 1 });
+
+    const t = await scenario(1);
+    await limitDlq(t, 64);
+    await produce(t, [
+      { key: 'k1', reason: big },
+      { key: 'k2', reason: 'must wait' },
+    ]);
+    const logged: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
+    const stopped = await startRouter(t, handlers(t, failBig), { maxAttempts: 1, logger });
+    await until('the poison reached', () => stopped.stats(), (st) => st.received >= 1);
+    await until('the router stopped consuming', () => stopped.health(), (x) => !x.joined, 30_000);
+    expect(logged.join('')).toMatch(/"event":"router.crash".*refused the dead letter.*even without its value and headers/);
+    expect(stopped.stats()).toMatchObject({ deadLettered: 0, applied: 0 });
+    expect(await effects(t)).toEqual([]);
+  });
+
+  it('a key PostgreSQL cannot store (a NUL byte) is dead-lettered without parking instead of stalling every batch', async () => {
+    const s = await scenario(1);
+    const [poison] = await produce(s, [
+      { key: 'nul\u0000key', reason: 'poison' },
+      { key: 'k2', reason: 'next' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (reason === 'poison' ? new Error('broken') : undefined)), { maxAttempts: 1 });
+    await until('poison dead-lettered, next applied', () => router.stats(), (st) => st.deadLettered === 1 && st.applied === 1);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect([letter?.key, letter?.headers.id]).toEqual(['nul\u0000key', poison?.id]);
+    expect(await parked(`c-${s.run}`)).toEqual([]);
   });
 
   it("the 'block' policy holds the partition on a failing record: nothing dead-lettered, order intact", async () => {

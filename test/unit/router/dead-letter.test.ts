@@ -1,4 +1,10 @@
-import { buildDeadLetter, MAX_ERROR_MESSAGE_CHARS } from '../../../src/router/dead-letter';
+import { KafkaJSConnectionError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, type IHeaders } from 'kafkajs';
+import { buildDeadLetter, isRetriableSendError, MAX_ERROR_MESSAGE_CHARS, sanitizeHeaders } from '../../../src/router/dead-letter';
+import { headerText } from '../../../src/router/record-headers';
+
+// kafkajs's own record encoder: what producer.send runs on each message (no broker needed).
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const encodeRecord = require('kafkajs/src/protocol/recordBatch/record/v0') as (r: { key: unknown; value: unknown; headers?: IHeaders }) => { buffer: Buffer };
 
 describe('buildDeadLetter', () => {
   const input = {
@@ -36,5 +42,44 @@ describe('buildDeadLetter', () => {
   it('caps long error messages', () => {
     const letter = buildDeadLetter({ ...input, errorMessage: 'x'.repeat(10_000) });
     expect(String(letter.headers?.['x-error-message'])).toHaveLength(MAX_ERROR_MESSAGE_CHARS);
+  });
+
+  it('any header value can be encoded: null (the Event Router sends NULL columns so) is dropped, bytes kept as they are', () => {
+    const nonUtf8 = Buffer.from([0xff, 0xfe, 0x00, 0xc3]);
+    const headers = {
+      id: Buffer.from('the-id'),
+      traceparent: null,
+      headers: null,
+      raw: nonUtf8,
+      text: 'plain',
+      many: [Buffer.from('a'), null, 'b'],
+      none: [null],
+      n: 7,
+    } as unknown as IHeaders;
+    expect(() => encodeRecord({ key: input.key, value: input.value, headers })).toThrow(/must be of type string/); // what the router used to send
+    const letter = buildDeadLetter({ ...input, headers });
+    expect(() => encodeRecord({ key: letter.key, value: letter.value, headers: letter.headers })).not.toThrow();
+    expect(letter.headers).not.toHaveProperty('traceparent');
+    expect(letter.headers).not.toHaveProperty('headers');
+    expect(letter.headers).not.toHaveProperty('none');
+    expect(letter.headers?.raw).toBe(nonUtf8);
+    expect(letter.headers?.many).toEqual([Buffer.from('a'), 'b']);
+    expect(letter.headers?.n).toBe('7');
+    // the router reads a dropped header exactly as a null one
+    expect(headerText(letter.headers, 'traceparent')).toBe(headerText({ traceparent: null } as unknown as IHeaders, 'traceparent'));
+  });
+
+  it('sanitizeHeaders drops the names it is told to', () => {
+    expect(sanitizeHeaders({ a: 'x', 'x-error-code': 'E' }, (n) => n.startsWith('x-'))).toEqual({ a: 'x' });
+  });
+});
+
+describe('isRetriableSendError', () => {
+  it('waits only on what can come back', () => {
+    expect(isRetriableSendError(new KafkaJSConnectionError('broker down'))).toBe(true);
+    expect(isRetriableSendError(new KafkaJSNumberOfRetriesExceeded(new KafkaJSConnectionError('down'), { retryCount: 5, retryTime: 100 }))).toBe(true);
+    expect(isRetriableSendError(new KafkaJSProtocolError({ message: 'too large', type: 'MESSAGE_TOO_LARGE', code: 10, retriable: false } as never))).toBe(false);
+    expect(isRetriableSendError(new KafkaJSNonRetriableError(new KafkaJSProtocolError({ message: 'invalid', type: 'INVALID_RECORD', code: 87, retriable: false } as never)))).toBe(false);
+    expect(isRetriableSendError(new TypeError('The "string" argument must be of type string. Received null'))).toBe(false);
   });
 });

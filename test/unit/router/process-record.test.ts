@@ -1,4 +1,4 @@
-import type { KafkaMessage, Message } from 'kafkajs';
+import { KafkaJSConnectionError, KafkaJSProtocolError, type KafkaMessage, type Message } from 'kafkajs';
 import type { Pool } from 'pg';
 import { OutboxError } from '../../../src/errors';
 import { processRecord, type RecordDeps } from '../../../src/router/process-record';
@@ -142,12 +142,43 @@ describe('processRecord', () => {
     let sends = 0;
     const { d, stats } = deps(async () => {}, {
       sendDeadLetter: async () => {
-        if (++sends <= 2) throw new Error('broker down');
+        if (++sends <= 2) throw new KafkaJSConnectionError('broker down');
       },
     });
     expect(await processRecord('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).toBe('dead-lettered');
     expect(sends).toBe(3);
     expect(stats).toMatchObject({ deadLettered: 1, infrastructureRetries: 2 });
+  });
+
+  it('a dead letter the DLQ refuses for good is not waited on: it is sent again reduced (no value, identity and x- headers kept)', async () => {
+    const sent: Message[] = [];
+    const tooLarge = new KafkaJSProtocolError({ message: 'The request included a message larger than the max message size the server will accept', type: 'MESSAGE_TOO_LARGE', code: 10, retriable: false } as never);
+    const { d, stats } = deps(async () => {}, {
+      sendDeadLetter: async (_topic, letter) => {
+        sent.push(letter);
+        if (sent.length === 1) throw tooLarge;
+      },
+    });
+    const m = message({ ...goodHeaders, eventType: 'Nope', headers: '{"tenant":"acme"}' });
+    expect(await processRecord('t', 0, m, d)).toBe('dead-lettered');
+    expect(sent).toHaveLength(2);
+    expect(stats).toMatchObject({ deadLettered: 1, infrastructureRetries: 0 });
+    expect(sent[1]?.value).toBeNull();
+    expect(sent[1]?.headers).toMatchObject({ id: ID, eventType: 'Nope', 'x-error-code': 'HANDLER_NOT_FOUND' });
+    expect(sent[1]?.headers).not.toHaveProperty('headers');
+    expect(String(sent[1]?.headers?.['x-dead-letter-reduced'])).toMatch(/larger than the max message size/);
+  });
+
+  it('a DLQ that refuses even the reduced letter stops the record with DLQ_REJECTED instead of waiting forever', async () => {
+    let sends = 0;
+    const { d } = deps(async () => {}, {
+      sendDeadLetter: async () => {
+        sends++;
+        throw new KafkaJSProtocolError({ message: 'Not authorized to access topics: [Topic authorization failed]', type: 'TOPIC_AUTHORIZATION_FAILED', code: 29, retriable: false } as never);
+      },
+    });
+    await expect(processRecord('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).rejects.toMatchObject({ code: 'DLQ_REJECTED', retriable: false });
+    expect(sends).toBe(2);
   });
 
   it('a tombstone (no value) is dead-lettered as RECORD_INVALID', async () => {
