@@ -6,6 +6,7 @@ import {
   deployConnector,
   formatDiff,
   pauseConnector,
+  PUBLICATION_FIX,
   restartConnector,
   resumeConnector,
   type ConnectorBuildOptions,
@@ -103,11 +104,18 @@ function statusLines(report: ConnectorStatusReport): string[] {
     : report.slot === null
       ? `slot ${report.slotName}: missing`
       : `slot ${report.slotName}: unknown (${report.slotError})`;
+  const pub = report.publication;
+  const publication = !pub
+    ? []
+    : pub.ok
+      ? [`publication ${pub.publication}: publishes inserts of ${pub.schema}.${pub.table}`]
+      : [`publication ${pub.publication}: DRIFT, outbox inserts are not decoded: ${pub.problems.join('; ')}. ${PUBLICATION_FIX}`];
   return [
     `connector ${report.connector}: ${report.state ?? 'no status yet'} on ${report.worker ?? '-'}`,
     ...(report.trace ? [report.trace] : []),
     ...report.tasks.flatMap((t) => [`  task ${t.id}: ${t.state} on ${t.worker}`, ...(t.trace ? [t.trace] : [])]),
     slot,
+    ...publication,
     report.healthy ? 'healthy' : 'NOT healthy',
   ];
 }
@@ -115,8 +123,9 @@ function statusLines(report: ConnectorStatusReport): string[] {
 function statusCommand(): Command {
   return withCommon(
     new Command('connector:status').description(
-      'Show the connector, its worker and tasks (with the head of any failure trace) and its replication slot (active, ' +
-        'confirmed_flush_lsn, retained WAL). Exits 1 unless the connector and every task are RUNNING and the slot is active.',
+      'Show the connector, its worker and tasks (with the head of any failure trace), its replication slot (active, ' +
+        'confirmed_flush_lsn, retained WAL) and whether the publication still publishes inserts of the outbox table. ' +
+        'Exits 1 unless the connector and every task are RUNNING, the slot is active and the publication has not drifted.',
     ),
   ).action(
     action(async (opts: CommonOptions, command: Command) => {

@@ -4,6 +4,7 @@ import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
 import { quoteIdent } from './escape';
 import { sleep } from '../retry';
+import { checkPublication } from './publication-check';
 import type { SlotInfo } from './slot-guard';
 
 /** The connector's PostgreSQL side, read and cleaned up with the admin settings (config.database). */
@@ -49,24 +50,17 @@ export async function readSlot(client: Client, slotName: string): Promise<SlotIn
 
 /**
  * What the connector needs and validation does not check: the publication (we run with
- * autocreate disabled) publishing the outbox table, and the heartbeat table when heartbeats are on.
+ * autocreate disabled) publishing inserts of the outbox table (publication-check.ts), and the
+ * heartbeat table when heartbeats are on.
  */
 export async function missingPrerequisites(client: Client, config: OutboxConfig, heartbeat: boolean): Promise<string[]> {
   const { schema, table, heartbeatTable, publication } = config.outbox;
   const missing: string[] = [];
-  const pub = await client.query<{ pubname: string }>('SELECT pubname FROM pg_publication WHERE pubname = $1', [publication]);
-  if (pub.rowCount === 0) {
-    missing.push(`publication "${publication}" does not exist`);
-  } else {
-    const { rows } = await client.query<{ tablename: string }>(
-      'SELECT tablename FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = ANY($3)',
-      [publication, schema, [table, heartbeatTable]],
-    );
-    const published = new Set(rows.map((r) => r.tablename));
-    if (!published.has(table)) missing.push(`publication "${publication}" does not publish ${quoteIdent(schema)}.${quoteIdent(table)}`);
-    if (heartbeat && !published.has(heartbeatTable)) {
-      missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
-    }
+  const check = await checkPublication(client, { publication, schema, table });
+  missing.push(...check.problems);
+  if (check.exists && heartbeat) {
+    const hb = await checkPublication(client, { publication, schema, table: heartbeatTable });
+    if (!hb.tablePublished) missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
   }
   if (heartbeat) {
     const hb = await client.query('SELECT to_regclass($1) AS oid', [`${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`]);

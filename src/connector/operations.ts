@@ -3,6 +3,7 @@ import { OutboxError, isOutboxError } from '../errors';
 import type { Logger } from '../log';
 import { connectStatus, createConnectClient, type ConnectClient, type ConnectorState, type ConnectorStatusInfo } from './connect-client';
 import { dropPublication, dropSlot, readSlot, withAdmin } from './database';
+import { checkPublication, type PublicationCheck } from './publication-check';
 import type { SlotInfo } from './slot-guard';
 import { traceHead, waitForGone, waitForState } from './wait';
 
@@ -46,11 +47,17 @@ export interface ConnectorStatusReport {
   /** null: no such slot; undefined: it could not be read (see slotError). */
   slot?: SlotInfo | null;
   slotError?: string;
-  /** Connector and every task RUNNING, and the slot streamed by it. */
+  /** Whether the publication still publishes inserts of the outbox table (undefined: not readable, see slotError). */
+  publication?: PublicationCheck;
+  /** Connector and every task RUNNING, the slot streamed by it, and the publication publishing outbox inserts. */
   healthy: boolean;
 }
 
-/** Connect's view (connector, worker, tasks with the head of any trace) plus the slot, read with the admin settings. */
+/**
+ * Connect's view (connector, worker, tasks with the head of any trace) plus the slot and the
+ * publication, read with the admin settings. A drifted publication is unhealthy even while everything
+ * runs: the heartbeat keeps the slot moving while outbox inserts are no longer decoded.
+ */
 export async function connectorStatus(config: OutboxConfig, options: OperationOptions = {}): Promise<ConnectorStatusReport> {
   const client = clientFor(config, options);
   const name = config.connector.name;
@@ -58,8 +65,13 @@ export async function connectorStatus(config: OutboxConfig, options: OperationOp
   const slotName = stored?.['slot.name'] ?? config.connector.slotName;
   let slot: SlotInfo | null | undefined;
   let slotError: string | undefined;
+  let publication: PublicationCheck | undefined;
+  const { publication: pubName, schema, table } = config.outbox;
   try {
-    slot = (await withAdmin(config, (db) => readSlot(db, slotName))) ?? null;
+    await withAdmin(config, async (db) => {
+      slot = (await readSlot(db, slotName)) ?? null;
+      publication = await checkPublication(db, { publication: stored?.['publication.name'] ?? pubName, schema, table });
+    });
   } catch (error) {
     slotError = isOutboxError(error) ? error.message : (error as Error).message;
   }
@@ -77,7 +89,8 @@ export async function connectorStatus(config: OutboxConfig, options: OperationOp
     slotName,
     slot,
     slotError,
-    healthy: Boolean(running && slot?.active),
+    publication,
+    healthy: Boolean(running && slot?.active && publication?.ok),
   };
 }
 
