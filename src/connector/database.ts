@@ -69,6 +69,24 @@ export async function missingPrerequisites(client: Client, config: OutboxConfig,
   return missing;
 }
 
+/**
+ * Outbox rows nothing has published: `published_at IS NULL` (the relay's mark; CDC never sets it).
+ * Used before the slot exists, when every row in the table was committed before the slot: with
+ * snapshot.mode=no_data the connector starts at the end of WAL and never publishes them. Counting
+ * every unpublished row is the sound rule without a slot (it may include rows an earlier connector
+ * published, which the refusal says). A missing table counts 0: nothing to lose.
+ */
+export async function countUnpublishedRows(client: Client, config: OutboxConfig): Promise<number> {
+  const { schema, table } = config.outbox;
+  try {
+    const { rows } = await client.query<{ n: string }>(`SELECT count(*)::bigint::text AS n FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE published_at IS NULL`);
+    return Number(rows[0]?.n ?? 0);
+  } catch (error) {
+    if (pgCode(error) === '42P01' || pgCode(error) === '3F000') return 0; // undefined_table / undefined_schema
+    throw error;
+  }
+}
+
 export function prerequisiteError(config: OutboxConfig, missing: string[]): OutboxError {
   return new OutboxError(
     'CONNECTOR_PREREQUISITE_MISSING',
