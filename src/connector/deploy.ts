@@ -7,6 +7,7 @@ import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } fro
 import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
+import { topicFindings, type TopicAdmin } from './topic-guard';
 import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
 import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
 
@@ -26,6 +27,8 @@ export interface DeployOptions {
   onProgress?: (event: DeployProgress) => void;
   build?: Omit<ConnectorBuildOptions, 'allowUnsafe'>;
   client?: ConnectClient;
+  /** Reads existing topics' cleanup.policy; default: a kafkajs admin on config.kafka. */
+  topicAdmin?: TopicAdmin;
   wait?: Pick<WaitOptions, 'pollMs' | 'settleMs'>;
 }
 
@@ -37,7 +40,7 @@ export interface DeployResult {
   config: Record<string, string>;
   /** Refusals that `force` overrode. */
   overridden: string[];
-  /** Guard-rail findings on an unchanged deploy (nothing was written, so nothing was refused). */
+  /** Guard-rail findings on an unchanged deploy (nothing was written, so nothing was refused), and checks that could not run. */
   warnings?: string[];
   status?: ConnectorStatusInfo;
   /** From the write until the connector and every task had been RUNNING for the settle window (1.5 s by default). */
@@ -100,6 +103,9 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   });
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
+  const topics = await topicFindings(config, options.topicAdmin);
+  if (topics.warning) log?.warn({ step: 'guard' }, topics.warning);
+
   const current = await client.getConfig(name);
   const diff = diffConfigs(current, desired);
   const result = (action: DeployResult['action'], extra: Partial<DeployResult> = {}): DeployResult => ({
@@ -110,9 +116,10 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     overridden,
     elapsedMs: Date.now() - started,
     ...extra,
+    ...(topics.warning ? { warnings: [...(extra.warnings ?? []), topics.warning] } : {}),
   });
   const guard = (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows'>): GuardFinding[] =>
-    slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input });
+    [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings];
   const storedOffset = async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string);
   const checkExisting = async (stored: Record<string, string>) =>
     guard({ connector: stored['slot.name'] === slotName ? 'same-slot' : 'other-slot', offset: await storedOffset() });
@@ -150,7 +157,7 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   }
   if (!current && !force && !options.dryRun) {
     // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
-    const early = guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot');
+    const early = guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
     if (early.length > 0) throw refuse(name, early, false);
   }
   if (options.dryRun) {

@@ -44,7 +44,8 @@ export type GuardCode =
   | 'slot-without-offset'
   | 'offset-without-slot'
   | 'slot-ahead-of-offset'
-  | 'rows-before-slot';
+  | 'rows-before-slot'
+  | 'topic-compacted';
 
 export interface GuardFinding {
   code: GuardCode;
