@@ -150,17 +150,23 @@ function deleteCommand(): Command {
   return withCommon(
     new Command('connector:delete').description(
       'Delete the connector and wait until Connect no longer lists it. The replication slot and the publication stay ' +
-        '(a redeploy resumes where it stopped) unless --drop-slot is given.',
+        '(a redeploy resumes where it stopped) unless --drop-slot is given, which refuses (without --force) while outbox rows ' +
+        'the connector has not published would be discarded with the slot.',
     ),
   )
     .option('--drop-slot', "also reset the connector's offsets, then drop its replication slot and the publication (run db:provision before deploying again)", false)
+    .option('--force', 'with --drop-slot: drop even when outbox rows the connector has not published would be discarded', false)
     .action(
-      action(async (opts: CommonOptions & { dropSlot: boolean }, command: Command) => {
-        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, log: loggerFor(command) });
+      action(async (opts: CommonOptions & { dropSlot: boolean; force: boolean }, command: Command) => {
+        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, force: opts.force, log: loggerFor(command) });
+        const u = result.unconfirmed;
         print(opts.json, result, () => [
           `connector ${result.connector}: ${result.deleted ? 'deleted' : 'was not deployed'}`,
           ...(opts.dropSlot
             ? [`slot ${result.slotName}: ${result.slotDropped ? 'dropped' : 'was absent'}; publication: ${result.publicationDropped ? 'dropped' : 'was absent'}`]
+            : []),
+          ...(u
+            ? [`discarded with the slot: ${u.unconfirmedBytes ?? '?'} bytes of unconfirmed WAL, ${u.outboxRows ?? `an uncounted number of (${u.countError})`} unpublished outbox row(s)`]
             : []),
         ]);
       }),

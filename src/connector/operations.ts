@@ -5,6 +5,8 @@ import { connectStatus, createConnectClient, type ConnectClient, type ConnectorS
 import { dropPublication, dropSlot, readSlot, withAdmin } from './database';
 import { checkPublication, type PublicationCheck } from './publication-check';
 import type { SlotInfo } from './slot-guard';
+import { dropRefusal, readUnconfirmed, type Unconfirmed } from './drop-guard';
+import { offsetForServer } from './slot-guard';
 import { traceHead, waitForGone, waitForState } from './wait';
 
 export interface OperationOptions {
@@ -113,6 +115,8 @@ export async function resumeConnector(config: OutboxConfig, options: OperationOp
 export interface DeleteOptions extends OperationOptions {
   /** Also reset the connector's stored offsets, drop its replication slot and drop the publication. */
   dropSlot?: boolean;
+  /** With dropSlot: drop even when outbox rows the connector has not published would be discarded (drop-guard.ts). */
+  force?: boolean;
   timeoutMs?: number;
 }
 
@@ -123,6 +127,8 @@ export interface DeleteResult {
   slotName: string;
   slotDropped: boolean;
   publicationDropped: boolean;
+  /** With dropSlot: what the slot had not confirmed when it was dropped (null: no slot). */
+  unconfirmed?: Unconfirmed | null;
 }
 
 /**
@@ -139,10 +145,29 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
   const slotName = stored?.['slot.name'] ?? config.connector.slotName;
   const result: DeleteResult = { connector: name, deleted: false, offsetsReset: false, slotName, slotDropped: false, publicationDropped: false };
 
+  /** Measures what the drop would discard; refuses (restoring the connector's state) unless forced. */
+  const guardDrop = async (offset: Record<string, unknown> | undefined, restore: () => Promise<void>) => {
+    const work = await withAdmin(config, (db) => readUnconfirmed(db, config, slotName, offset, timeoutMs));
+    result.unconfirmed = work ?? null;
+    const refusal = dropRefusal(name, work);
+    if (!refusal) return;
+    if (options.force) {
+      options.log?.warn({ step: 'delete', ...work }, `forced: ${refusal.message}`);
+      return;
+    }
+    await restore();
+    throw refusal;
+  };
+
   if (stored) {
     if (options.dropSlot) {
+      const before = (await client.status(name))?.connector.state;
       await client.stop(name);
       await waitForState(client, name, 'STOPPED', timeoutMs);
+      await guardDrop(offsetForServer(await client.offsets(name), stored['topic.prefix'] ?? config.connector.topicPrefix), async () => {
+        if (before === 'PAUSED') await client.pause(name);
+        else if (before !== 'STOPPED') await client.resume(name);
+      });
       await client.resetOffsets(name);
       result.offsetsReset = true;
       options.log?.info({ step: 'delete' }, `stopped ${name} and reset its stored offsets`);
@@ -152,6 +177,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
     options.log?.info({ step: 'delete' }, `connector ${name} deleted`);
   } else {
     options.log?.info({ step: 'delete' }, `no connector named ${name} at ${config.connect.url}`);
+    if (options.dropSlot) await guardDrop(undefined, async () => {});
   }
   if (options.dropSlot) {
     await withAdmin(config, async (db) => {
