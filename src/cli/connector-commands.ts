@@ -61,7 +61,7 @@ function deployCommand(): Command {
     ),
   )
     .option('--dry-run', 'validate and show the difference, write nothing', false)
-    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unsafe --set values)', false)
+    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)', false)
     .option('--set <key=value>', 'an extra connector property (repeatable; checked by the guard rails)', collect, [])
     .addOption(new Option('--partitions <n>', 'partitions of the topics Connect creates (-1: broker default)').argParser(int))
     .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (-1: broker default)').argParser(int))
