@@ -43,8 +43,10 @@ const RULES: Record<string, Rule> = {
     v.trim().toLowerCase() === 'fail'
       ? undefined
       : 'Debezium would skip a change event it cannot process (warn only logs it, skip not even that): an outbox row is lost without the task failing',
-  'header.converter': () =>
-    'the router reads the id, eventType, contentType, traceparent and headers headers as plain strings (Connect\'s SimpleHeaderConverter); another converter changes their bytes',
+  'header.converter': (v) =>
+    v.trim() === 'org.apache.kafka.connect.storage.SimpleHeaderConverter'
+      ? undefined
+      : 'the router reads the id, eventType, contentType, traceparent and headers headers as plain strings (Connect\'s SimpleHeaderConverter); another converter changes their bytes',
 };
 
 /** Rules for families of keys: [pattern, rule]. */

@@ -26,6 +26,12 @@ describe('guard rails that lose or rewrite events', () => {
   });
 
   it('accepts the safe values of the same keys', () => {
-    expect(unsafeExtra(base, { 'event.processing.failure.handling.mode': 'fail', 'topic.creation.default.cleanup.policy': 'delete' })).toEqual([]);
+    expect(
+      unsafeExtra(base, {
+        'event.processing.failure.handling.mode': 'fail',
+        'topic.creation.default.cleanup.policy': 'delete',
+        'header.converter': 'org.apache.kafka.connect.storage.SimpleHeaderConverter',
+      }),
+    ).toEqual([]);
   });
 });
