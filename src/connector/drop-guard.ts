@@ -6,9 +6,11 @@
  *   busy cluster this is rarely 0 even when no outbox row is behind: shown, not judged on its own;
  * - the outbox rows behind: peeking the slot (pg_logical_slot_peek_binary_changes, which consumes
  *   nothing) decodes exactly what the slot would still send through the publication; the inserts into
- *   the outbox table are counted, per transaction, for transactions committed after the connector's
- *   position (the later of confirmed_flush_lsn and the stored Connect offset: Debezium flushes its
- *   offset to the slot only after Connect stored it, so events between the two were published).
+ *   the outbox table past the connector's position are counted. That position is the later of
+ *   confirmed_flush_lsn and the stored Connect offset: Debezium confirms to the slot only after
+ *   Connect stored the offset (on the connector's stop, for everything it had published), so events
+ *   between the two were published. Compared per change, not per commit: the stored offset of a
+ *   published transaction's last event is before that transaction's commit record.
  * A count > 0 refuses. When the count cannot be made (no REPLICATION right, publication gone, the
  * statement timeout on a huge backlog, the slot still held), unconfirmed WAL above a tolerance refuses
  * instead: the sound side when nothing better is known.
@@ -31,21 +33,22 @@ export interface Unconfirmed {
   confirmedFlushLsn: string | null;
   /** The connector's position: the later of confirmed_flush_lsn and its stored offset. */
   position: string | null;
-  /** Outbox inserts committed after `position`; null when they could not be counted (see countError). */
+  /** Outbox inserts past `position` (committed, not published); null when they could not be counted (see countError). */
   outboxRows: number | null;
   countError?: string;
 }
 
+/**
+ * pgoutput (protocol 1) messages start with their type byte; an insert ('I' = 73) continues with the
+ * relation's OID (int32). A change row's `lsn` is the position Debezium stores as the event's `lsn`
+ * (both are the walsender's write position for that change), so the comparison is like for like.
+ */
 const BEHIND_SQL = `
-WITH ch AS (
-  SELECT xid, get_byte(data, 0) AS kind,
-         CASE WHEN get_byte(data, 0) = 73 THEN ('x' || lpad(encode(substring(data FROM 2 FOR 4), 'hex'), 16, '0'))::bit(64)::bigint END AS rel,
-         CASE WHEN get_byte(data, 0) = 67 THEN ('x' || encode(substring(data FROM 3 FOR 8), 'hex'))::bit(64)::bigint END AS commit_pos
-    FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)
-)
-SELECT coalesce(sum(n), 0)::bigint::text AS n
-  FROM (SELECT count(*) FILTER (WHERE kind = 73 AND rel = $3::bigint) AS n, max(commit_pos) AS commit_pos FROM ch GROUP BY xid) t
- WHERE commit_pos > $4::bigint`;
+SELECT count(*)::bigint::text AS n
+  FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)
+ WHERE get_byte(data, 0) = 73
+   AND ('x' || lpad(encode(substring(data FROM 2 FOR 4), 'hex'), 16, '0'))::bit(64)::bigint = $3::bigint
+   AND pg_wal_lsn_diff(lsn, '0/0') > $4::numeric`;
 
 /**
  * Reads what dropping `slotName` would discard; undefined when the slot does not exist. Waits up to
@@ -98,7 +101,7 @@ export function dropRefusal(connector: string, work: Unconfirmed | undefined): O
     rows === null
       ? `${bytes} bytes of WAL are unconfirmed by slot "${work.slotName}" (confirmed_flush_lsn ${work.confirmedFlushLsn}), more than the ${DROP_TOLERANCE_BYTES}-byte tolerance, ` +
         `and the outbox rows among them could not be counted (${work.countError})`
-      : `${rows} outbox row(s) were committed after the connector's position ${work.position} and are not published yet; ` +
+      : `${rows} committed outbox row(s) lie past the connector's position ${work.position}: not published yet; ` +
         `slot "${work.slotName}" has ${bytes} bytes of WAL unconfirmed (confirmed_flush_lsn ${work.confirmedFlushLsn})`;
   return new OutboxError(
     'CONNECTOR_DELETE_UNSAFE',

@@ -11,6 +11,7 @@ import { waitForState } from '../../src/connector/wait';
 import { provision } from '../../src/provision';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
+import { waitForTopics } from '../support/consume';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 
 jest.setTimeout(120_000);
@@ -119,7 +120,7 @@ describe('deploy and delete guard rails on the real stack', () => {
     expect(error.code).toBe('CONNECTOR_DELETE_UNSAFE');
     expect(error.details.outboxRows).toBe(3);
     expect(error.details.unconfirmedBytes as number).toBeGreaterThan(0);
-    expect(error.message).toMatch(/3 outbox row\(s\) were committed after the connector's position [0-9A-F]+\/[0-9A-F]+ and are not published yet; slot "\w+" has \d+ bytes of WAL unconfirmed/);
+    expect(error.message).toMatch(/3 committed outbox row\(s\) lie past the connector's position [0-9A-F]+\/[0-9A-F]+: not published yet; slot "\w+" has \d+ bytes of WAL unconfirmed/);
     // Nothing was deleted, and the connector is back where it was.
     await waitForState(client, config.connector.name, 'PAUSED', 60_000);
     expect(await client.getConfig(config.connector.name)).toBeDefined();
@@ -129,5 +130,23 @@ describe('deploy and delete guard rails on the real stack', () => {
     expect(forced).toMatchObject({ deleted: true, offsetsReset: true, slotDropped: true });
     expect(forced.unconfirmed?.outboxRows).toBe(3);
     expect(await slotRow()).toBeUndefined();
+  });
+
+  it('delete --drop-slot right after a running connector published every row drops without --force (published, not yet confirmed, is not lost)', async () => {
+    await provision(config); // the forced delete above dropped the publication
+    await sql('DELETE FROM public.outbox');
+    expect((await deployConnector(config)).action).toBe('created');
+    await insertEvents(3);
+    const topic = `t${id}.outbox.event.order`;
+    await waitForTopics([topic]);
+    const deadline = Date.now() + 60_000;
+    const published = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+    while ((await published()) < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await published()).toBe(3);
+
+    // At once: the slot may not have confirmed them yet; the stored offset (flushed when the connector stops) has.
+    const deleted = await deleteConnector(config, { dropSlot: true });
+    expect(deleted).toMatchObject({ deleted: true, slotDropped: true });
+    expect(deleted.unconfirmed?.outboxRows).toBe(0);
   });
 });

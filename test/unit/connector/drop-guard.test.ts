@@ -19,7 +19,7 @@ describe('dropRefusal', () => {
   it('refuses with the row count, the unconfirmed bytes and the ways out', () => {
     const error = dropRefusal('conn', work({ outboxRows: 3, unconfirmedBytes: 123456 }));
     expect(error?.code).toBe('CONNECTOR_DELETE_UNSAFE');
-    expect(error?.message).toMatch(/3 outbox row\(s\) were committed after the connector's position 0\/3000000/);
+    expect(error?.message).toMatch(/3 committed outbox row\(s\) lie past the connector's position 0\/3000000: not published yet/);
     expect(error?.message).toContain('123456 bytes of WAL unconfirmed');
     expect(error?.message).toContain('connector:resume');
     expect(error?.message).toContain('--force');
