@@ -202,7 +202,7 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
             ? listed
               ? `Slot ${name} (listed in watchdog.slots) does not exist on ${cluster}. If it was dropped, its consumer lost its position: recreate it and re-snapshot, or remove it from watchdog.slots.`
               : `Slot ${name}, the Debezium connector's slot (connector.slotName), does not exist on ${cluster}: nothing streams the outbox. If it was dropped or lost, events written since are not published: ` +
-                'reconcile them, then deploy again (outbox connector:deploy refuses until then). A relay-only deployment sets watchdog.watchConnector=false (OUTBOX_WATCHDOG_WATCH_CONNECTOR).'
+                'reconcile them, then deploy again (outbox connector:deploy refuses while a stored offset has no slot). A relay-only deployment sets watchdog.watchConnector=false (OUTBOX_WATCHDOG_WATCH_CONNECTOR).'
             : `Slot ${name} exists.`,
           {},
           out,
