@@ -115,7 +115,10 @@ export async function resumeConnector(config: OutboxConfig, options: OperationOp
 export interface DeleteOptions extends OperationOptions {
   /** Also reset the connector's stored offsets, drop its replication slot and drop the publication. */
   dropSlot?: boolean;
-  /** With dropSlot: drop even when outbox rows the connector has not published would be discarded (drop-guard.ts). */
+  /**
+   * With dropSlot: drop even when outbox rows the connector has not published would be discarded
+   * (drop-guard.ts). Cleanup code that means to throw the pipeline away passes it.
+   */
   force?: boolean;
   timeoutMs?: number;
 }
