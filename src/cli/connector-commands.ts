@@ -6,6 +6,7 @@ import {
   deployConnector,
   formatDiff,
   pauseConnector,
+  PUBLICATION_FIX,
   restartConnector,
   resumeConnector,
   type ConnectorBuildOptions,
@@ -60,7 +61,7 @@ function deployCommand(): Command {
     ),
   )
     .option('--dry-run', 'validate and show the difference, write nothing', false)
-    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unsafe --set values)', false)
+    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)', false)
     .option('--set <key=value>', 'an extra connector property (repeatable; checked by the guard rails)', collect, [])
     .addOption(new Option('--partitions <n>', 'partitions of the topics Connect creates (-1: broker default)').argParser(int))
     .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (-1: broker default)').argParser(int))
@@ -103,11 +104,18 @@ function statusLines(report: ConnectorStatusReport): string[] {
     : report.slot === null
       ? `slot ${report.slotName}: missing`
       : `slot ${report.slotName}: unknown (${report.slotError})`;
+  const pub = report.publication;
+  const publication = !pub
+    ? []
+    : pub.ok
+      ? [`publication ${pub.publication}: publishes inserts of ${pub.schema}.${pub.table}`]
+      : [`publication ${pub.publication}: DRIFT, outbox inserts are not decoded: ${pub.problems.join('; ')}. ${PUBLICATION_FIX}`];
   return [
     `connector ${report.connector}: ${report.state ?? 'no status yet'} on ${report.worker ?? '-'}`,
     ...(report.trace ? [report.trace] : []),
     ...report.tasks.flatMap((t) => [`  task ${t.id}: ${t.state} on ${t.worker}`, ...(t.trace ? [t.trace] : [])]),
     slot,
+    ...publication,
     report.healthy ? 'healthy' : 'NOT healthy',
   ];
 }
@@ -115,8 +123,9 @@ function statusLines(report: ConnectorStatusReport): string[] {
 function statusCommand(): Command {
   return withCommon(
     new Command('connector:status').description(
-      'Show the connector, its worker and tasks (with the head of any failure trace) and its replication slot (active, ' +
-        'confirmed_flush_lsn, retained WAL). Exits 1 unless the connector and every task are RUNNING and the slot is active.',
+      'Show the connector, its worker and tasks (with the head of any failure trace), its replication slot (active, ' +
+        'confirmed_flush_lsn, retained WAL) and whether the publication still publishes inserts of the outbox table. ' +
+        'Exits 1 unless the connector and every task are RUNNING, the slot is active and the publication has not drifted.',
     ),
   ).action(
     action(async (opts: CommonOptions, command: Command) => {
@@ -141,17 +150,23 @@ function deleteCommand(): Command {
   return withCommon(
     new Command('connector:delete').description(
       'Delete the connector and wait until Connect no longer lists it. The replication slot and the publication stay ' +
-        '(a redeploy resumes where it stopped) unless --drop-slot is given.',
+        '(a redeploy resumes where it stopped) unless --drop-slot is given, which refuses (without --force) while outbox rows ' +
+        'the connector has not published would be discarded with the slot.',
     ),
   )
     .option('--drop-slot', "also reset the connector's offsets, then drop its replication slot and the publication (run db:provision before deploying again)", false)
+    .option('--force', 'with --drop-slot: drop even when outbox rows the connector has not published would be discarded', false)
     .action(
-      action(async (opts: CommonOptions & { dropSlot: boolean }, command: Command) => {
-        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, log: loggerFor(command) });
+      action(async (opts: CommonOptions & { dropSlot: boolean; force: boolean }, command: Command) => {
+        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, force: opts.force, log: loggerFor(command) });
+        const u = result.unconfirmed;
         print(opts.json, result, () => [
           `connector ${result.connector}: ${result.deleted ? 'deleted' : 'was not deployed'}`,
           ...(opts.dropSlot
             ? [`slot ${result.slotName}: ${result.slotDropped ? 'dropped' : 'was absent'}; publication: ${result.publicationDropped ? 'dropped' : 'was absent'}`]
+            : []),
+          ...(u
+            ? [`discarded with the slot: ${u.unconfirmedBytes ?? '?'} bytes of unconfirmed WAL, ${u.outboxRows ?? `an uncounted number of (${u.countError})`} unpublished outbox row(s)`]
             : []),
         ]);
       }),

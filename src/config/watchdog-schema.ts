@@ -37,6 +37,8 @@ export const watchdogRulesSchema = z
     /** WAL written since confirmed_flush_lsn last moved before a standing flush counts as stalled (one segment). */
     stalledMinWalBytes: bytes('stalledMinWalBytes').default(16 * 1024 * 1024),
     stalledForMs: ms('stalledForMs').default(0),
+    /** how long the publication must have stopped publishing outbox inserts before PublicationDrift fires. */
+    publicationDriftForMs: ms('publicationDriftForMs').default(0),
     /** consecutive failed polls before the watchdog's own "cannot reach the database" alert fires. */
     unreachableAfterFailures: z.number().int().positive().default(1),
   })
@@ -72,6 +74,12 @@ export const watchdogSchema = z
     cluster: z.string().min(1).max(200).optional(),
     /** Only these slots (default: every slot). A listed slot that does not exist fires SlotMissing. */
     slots: z.array(z.string().min(1)).default([]),
+    /**
+     * Watch this config's Debezium pipeline: with `slots` empty, the connector's slot (connector.slotName)
+     * must exist (SlotMissing); while it exists in this database, the publication must publish inserts
+     * of the outbox table (PublicationDrift). false for a relay-only deployment, which has no slot.
+     */
+    watchConnector: z.boolean().default(true),
     /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
     user: z.string().min(1).optional(),
     password: z.string().min(1).optional(),
@@ -118,6 +126,7 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_INTERVAL_MS', path: ['watchdog', 'intervalMs'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_CLUSTER', path: ['watchdog', 'cluster'] },
   { env: 'OUTBOX_WATCHDOG_SLOTS', path: ['watchdog', 'slots'], type: 'list' },
+  { env: 'OUTBOX_WATCHDOG_WATCH_CONNECTOR', path: ['watchdog', 'watchConnector'], type: 'boolean' },
   { env: 'OUTBOX_WATCHDOG_USER', path: ['watchdog', 'user'] },
   { env: 'OUTBOX_WATCHDOG_PASSWORD', path: ['watchdog', 'password'] },
   { env: 'OUTBOX_WATCHDOG_STATEMENT_TIMEOUT_MS', path: ['watchdog', 'statementTimeoutMs'], type: 'number' },

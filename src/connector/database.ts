@@ -4,6 +4,7 @@ import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
 import { quoteIdent } from './escape';
 import { sleep } from '../retry';
+import { checkPublication } from './publication-check';
 import type { SlotInfo } from './slot-guard';
 
 /** The connector's PostgreSQL side, read and cleaned up with the admin settings (config.database). */
@@ -49,30 +50,41 @@ export async function readSlot(client: Client, slotName: string): Promise<SlotIn
 
 /**
  * What the connector needs and validation does not check: the publication (we run with
- * autocreate disabled) publishing the outbox table, and the heartbeat table when heartbeats are on.
+ * autocreate disabled) publishing inserts of the outbox table (publication-check.ts), and the
+ * heartbeat table when heartbeats are on.
  */
 export async function missingPrerequisites(client: Client, config: OutboxConfig, heartbeat: boolean): Promise<string[]> {
   const { schema, table, heartbeatTable, publication } = config.outbox;
   const missing: string[] = [];
-  const pub = await client.query<{ pubname: string }>('SELECT pubname FROM pg_publication WHERE pubname = $1', [publication]);
-  if (pub.rowCount === 0) {
-    missing.push(`publication "${publication}" does not exist`);
-  } else {
-    const { rows } = await client.query<{ tablename: string }>(
-      'SELECT tablename FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = ANY($3)',
-      [publication, schema, [table, heartbeatTable]],
-    );
-    const published = new Set(rows.map((r) => r.tablename));
-    if (!published.has(table)) missing.push(`publication "${publication}" does not publish ${quoteIdent(schema)}.${quoteIdent(table)}`);
-    if (heartbeat && !published.has(heartbeatTable)) {
-      missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
-    }
+  const check = await checkPublication(client, { publication, schema, table });
+  missing.push(...check.problems);
+  if (check.exists && heartbeat) {
+    const hb = await checkPublication(client, { publication, schema, table: heartbeatTable });
+    if (!hb.tablePublished) missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
   }
   if (heartbeat) {
     const hb = await client.query('SELECT to_regclass($1) AS oid', [`${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`]);
     if (hb.rows[0]?.oid === null) missing.push(`heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)} does not exist`);
   }
   return missing;
+}
+
+/**
+ * Outbox rows nothing has published: `published_at IS NULL` (the relay's mark; CDC never sets it).
+ * Used before the slot exists, when every row in the table was committed before the slot: with
+ * snapshot.mode=no_data the connector starts at the end of WAL and never publishes them. Counting
+ * every unpublished row is the sound rule without a slot (it may include rows an earlier connector
+ * published, which the refusal says). A missing table counts 0: nothing to lose.
+ */
+export async function countUnpublishedRows(client: Client, config: OutboxConfig): Promise<number> {
+  const { schema, table } = config.outbox;
+  try {
+    const { rows } = await client.query<{ n: string }>(`SELECT count(*)::bigint::text AS n FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE published_at IS NULL`);
+    return Number(rows[0]?.n ?? 0);
+  } catch (error) {
+    if (pgCode(error) === '42P01' || pgCode(error) === '3F000') return 0; // undefined_table / undefined_schema
+    throw error;
+  }
 }
 
 export function prerequisiteError(config: OutboxConfig, missing: string[]): OutboxError {

@@ -4,8 +4,10 @@ import type { Logger } from '../log';
 import { buildConnectorConfig, type ConnectorBuildOptions } from './build-config';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
-import { missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
+import { topicFindings, type TopicAdmin } from './topic-guard';
 import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
 import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
 
@@ -25,6 +27,8 @@ export interface DeployOptions {
   onProgress?: (event: DeployProgress) => void;
   build?: Omit<ConnectorBuildOptions, 'allowUnsafe'>;
   client?: ConnectClient;
+  /** Reads existing topics' cleanup.policy; default: a kafkajs admin on config.kafka. */
+  topicAdmin?: TopicAdmin;
   wait?: Pick<WaitOptions, 'pollMs' | 'settleMs'>;
 }
 
@@ -36,7 +40,7 @@ export interface DeployResult {
   config: Record<string, string>;
   /** Refusals that `force` overrode. */
   overridden: string[];
-  /** Guard-rail findings on an unchanged deploy (nothing was written, so nothing was refused). */
+  /** Guard-rail findings on an unchanged deploy (nothing was written, so nothing was refused), and checks that could not run. */
   warnings?: string[];
   status?: ConnectorStatusInfo;
   /** From the write until the connector and every task had been RUNNING for the settle window (1.5 s by default). */
@@ -88,12 +92,19 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   progress('validate', `Connect accepted the config (${Object.keys(desired).length} properties)`);
 
   const heartbeat = desired['heartbeat.interval.ms'] !== '0';
-  const slot: SlotInfo | undefined = await withAdmin(config, async (db) => {
+  // A snapshot publishes the rows already in the table; no_data and never start at the end of WAL.
+  const snapshots = !['no_data', 'never'].includes(desired['snapshot.mode'] as string);
+  const { slot, preSlotRows } = await withAdmin(config, async (db) => {
     const missing = await missingPrerequisites(db, config, heartbeat);
     if (missing.length > 0) throw prerequisiteError(config, missing);
-    return readSlot(db, slotName);
+    const found: SlotInfo | undefined = await readSlot(db, slotName);
+    const count = found || snapshots ? 0 : await countUnpublishedRows(db, config);
+    return { slot: found, preSlotRows: { count, table: `${quoteIdent(config.outbox.schema)}.${quoteIdent(config.outbox.table)}` } };
   });
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
+
+  const topics = await topicFindings(config, options.topicAdmin);
+  if (topics.warning) log?.warn({ step: 'guard' }, topics.warning);
 
   const current = await client.getConfig(name);
   const diff = diffConfigs(current, desired);
@@ -105,9 +116,10 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     overridden,
     elapsedMs: Date.now() - started,
     ...extra,
+    ...(topics.warning ? { warnings: [...(extra.warnings ?? []), topics.warning] } : {}),
   });
-  const guard = (input: Omit<GuardInput, 'slotName' | 'database' | 'slot'>): GuardFinding[] =>
-    slotGuard({ slotName, database: config.database.database, slot, ...input });
+  const guard = (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows'>): GuardFinding[] =>
+    [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings];
   const storedOffset = async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string);
   const checkExisting = async (stored: Record<string, string>) =>
     guard({ connector: stored['slot.name'] === slotName ? 'same-slot' : 'other-slot', offset: await storedOffset() });
@@ -142,6 +154,11 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
     const findings = current ? await checkExisting(current) : guard({ connector: 'absent', offset: undefined });
     if (!accept(findings)) throw refuse(name, findings, false);
+  }
+  if (!current && !force && !options.dryRun) {
+    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
+    const early = guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
+    if (early.length > 0) throw refuse(name, early, false);
   }
   if (options.dryRun) {
     progress('write', `dry run: nothing written${current ? '' : ' (offsets a deleted connector of this name left are only readable once it exists)'}`);

@@ -39,7 +39,31 @@ const RULES: Record<string, Rule> = {
   'tombstones.on.delete': (v) => (v.trim().toLowerCase() === 'false' ? undefined : 'tombstones must never reach event topics'),
   'producer.override.compression.type': (v) =>
     ['none', 'gzip'].includes(v) ? undefined : 'kafkajs (the router) cannot decode lz4, snappy or zstd batches without codec plugins: consumers would crash',
+  'event.processing.failure.handling.mode': (v) =>
+    v.trim().toLowerCase() === 'fail'
+      ? undefined
+      : 'Debezium would skip a change event it cannot process (warn only logs it, skip not even that): an outbox row is lost without the task failing',
+  'header.converter': (v) =>
+    v.trim() === 'org.apache.kafka.connect.storage.SimpleHeaderConverter'
+      ? undefined
+      : 'the router reads the id, eventType, contentType, traceparent and headers headers as plain strings (Connect\'s SimpleHeaderConverter); another converter changes their bytes',
 };
+
+/** Rules for families of keys: [pattern, rule]. */
+const PATTERN_RULES: Array<[RegExp, Rule]> = [
+  [
+    /^topic\.creation\.[^.]+\.cleanup\.policy$/,
+    (v) =>
+      v.toLowerCase().includes('compact')
+        ? 'a compacted topic keeps only the latest record per key (aggregate_id), so older events of an aggregate are deleted before every consumer has read them'
+        : undefined,
+  ],
+  [/^header\.converter\./, () => 'header.converter settings change the bytes of the record headers the router reads as plain strings'],
+];
+
+function ruleFor(key: string): Rule | undefined {
+  return RULES[key] ?? PATTERN_RULES.find(([pattern]) => pattern.test(key))?.[1];
+}
 
 /** Keys (and prefixes) that define the record contract or the objects guard rails inspect. */
 const CONTRACT_KEYS = ['slot.name', 'publication.name', 'table.include.list', 'topic.prefix', 'key.converter', 'skipped.operations'];
@@ -57,7 +81,7 @@ export function unsafeExtra(base: Readonly<Record<string, string>>, extra: Reado
   const out: ExtraRefusal[] = [];
   for (const [key, value] of Object.entries(extra)) {
     if (base[key] === value) continue;
-    const reason = RULES[key]?.(value) ?? contractReason(key);
+    const reason = ruleFor(key)?.(value) ?? contractReason(key);
     if (reason) out.push({ key, value, reason });
   }
   return out;

@@ -34,4 +34,5 @@ export {
   type DeleteResult,
   type OperationOptions,
 } from './operations';
+export { checkPublication, judgePublication, PUBLICATION_CHECK_SQL, PUBLICATION_FIX, type PublicationCheck, type PublicationTarget } from './publication-check';
 export { slotGuard, parseLsn, type GuardFinding, type SlotInfo } from './slot-guard';

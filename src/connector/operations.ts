@@ -3,7 +3,10 @@ import { OutboxError, isOutboxError } from '../errors';
 import type { Logger } from '../log';
 import { connectStatus, createConnectClient, type ConnectClient, type ConnectorState, type ConnectorStatusInfo } from './connect-client';
 import { dropPublication, dropSlot, readSlot, withAdmin } from './database';
+import { checkPublication, type PublicationCheck } from './publication-check';
 import type { SlotInfo } from './slot-guard';
+import { dropRefusal, readUnconfirmed, type Unconfirmed } from './drop-guard';
+import { offsetForServer } from './slot-guard';
 import { traceHead, waitForGone, waitForState } from './wait';
 
 export interface OperationOptions {
@@ -46,11 +49,17 @@ export interface ConnectorStatusReport {
   /** null: no such slot; undefined: it could not be read (see slotError). */
   slot?: SlotInfo | null;
   slotError?: string;
-  /** Connector and every task RUNNING, and the slot streamed by it. */
+  /** Whether the publication still publishes inserts of the outbox table (undefined: not readable, see slotError). */
+  publication?: PublicationCheck;
+  /** Connector and every task RUNNING, the slot streamed by it, and the publication publishing outbox inserts. */
   healthy: boolean;
 }
 
-/** Connect's view (connector, worker, tasks with the head of any trace) plus the slot, read with the admin settings. */
+/**
+ * Connect's view (connector, worker, tasks with the head of any trace) plus the slot and the
+ * publication, read with the admin settings. A drifted publication is unhealthy even while everything
+ * runs: the heartbeat keeps the slot moving while outbox inserts are no longer decoded.
+ */
 export async function connectorStatus(config: OutboxConfig, options: OperationOptions = {}): Promise<ConnectorStatusReport> {
   const client = clientFor(config, options);
   const name = config.connector.name;
@@ -58,8 +67,13 @@ export async function connectorStatus(config: OutboxConfig, options: OperationOp
   const slotName = stored?.['slot.name'] ?? config.connector.slotName;
   let slot: SlotInfo | null | undefined;
   let slotError: string | undefined;
+  let publication: PublicationCheck | undefined;
+  const { publication: pubName, schema, table } = config.outbox;
   try {
-    slot = (await withAdmin(config, (db) => readSlot(db, slotName))) ?? null;
+    await withAdmin(config, async (db) => {
+      slot = (await readSlot(db, slotName)) ?? null;
+      publication = await checkPublication(db, { publication: stored?.['publication.name'] ?? pubName, schema, table });
+    });
   } catch (error) {
     slotError = isOutboxError(error) ? error.message : (error as Error).message;
   }
@@ -77,7 +91,8 @@ export async function connectorStatus(config: OutboxConfig, options: OperationOp
     slotName,
     slot,
     slotError,
-    healthy: Boolean(running && slot?.active),
+    publication,
+    healthy: Boolean(running && slot?.active && publication?.ok),
   };
 }
 
@@ -100,6 +115,11 @@ export async function resumeConnector(config: OutboxConfig, options: OperationOp
 export interface DeleteOptions extends OperationOptions {
   /** Also reset the connector's stored offsets, drop its replication slot and drop the publication. */
   dropSlot?: boolean;
+  /**
+   * With dropSlot: drop even when outbox rows the connector has not published would be discarded
+   * (drop-guard.ts). Cleanup code that means to throw the pipeline away passes it.
+   */
+  force?: boolean;
   timeoutMs?: number;
 }
 
@@ -110,6 +130,8 @@ export interface DeleteResult {
   slotName: string;
   slotDropped: boolean;
   publicationDropped: boolean;
+  /** With dropSlot: what the slot had not confirmed when it was dropped (null: no slot). */
+  unconfirmed?: Unconfirmed | null;
 }
 
 /**
@@ -126,10 +148,29 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
   const slotName = stored?.['slot.name'] ?? config.connector.slotName;
   const result: DeleteResult = { connector: name, deleted: false, offsetsReset: false, slotName, slotDropped: false, publicationDropped: false };
 
+  /** Measures what the drop would discard; refuses (restoring the connector's state) unless forced. */
+  const guardDrop = async (offset: Record<string, unknown> | undefined, restore: () => Promise<void>) => {
+    const work = await withAdmin(config, (db) => readUnconfirmed(db, config, slotName, offset, timeoutMs));
+    result.unconfirmed = work ?? null;
+    const refusal = dropRefusal(name, work);
+    if (!refusal) return;
+    if (options.force) {
+      options.log?.warn({ step: 'delete', ...work }, `forced: ${refusal.message}`);
+      return;
+    }
+    await restore();
+    throw refusal;
+  };
+
   if (stored) {
     if (options.dropSlot) {
+      const before = (await client.status(name))?.connector.state;
       await client.stop(name);
       await waitForState(client, name, 'STOPPED', timeoutMs);
+      await guardDrop(offsetForServer(await client.offsets(name), stored['topic.prefix'] ?? config.connector.topicPrefix), async () => {
+        if (before === 'PAUSED') await client.pause(name);
+        else if (before !== 'STOPPED') await client.resume(name);
+      });
       await client.resetOffsets(name);
       result.offsetsReset = true;
       options.log?.info({ step: 'delete' }, `stopped ${name} and reset its stored offsets`);
@@ -139,6 +180,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
     options.log?.info({ step: 'delete' }, `connector ${name} deleted`);
   } else {
     options.log?.info({ step: 'delete' }, `no connector named ${name} at ${config.connect.url}`);
+    if (options.dropSlot) await guardDrop(undefined, async () => {});
   }
   if (options.dropSlot) {
     await withAdmin(config, async (db) => {

@@ -43,7 +43,9 @@ export type GuardCode =
   | 'slot-lost'
   | 'slot-without-offset'
   | 'offset-without-slot'
-  | 'slot-ahead-of-offset';
+  | 'slot-ahead-of-offset'
+  | 'rows-before-slot'
+  | 'topic-compacted';
 
 export interface GuardFinding {
   code: GuardCode;
@@ -58,6 +60,11 @@ export interface GuardInput {
   offset: Readonly<Record<string, unknown>> | undefined;
   /** `same-slot`: the connector exists and its stored config already uses this slot (it made it). */
   connector: 'absent' | 'same-slot' | 'other-slot';
+  /**
+   * Unpublished outbox rows while the slot does not exist yet (all of them predate it), when the
+   * connector would not snapshot the table; undefined or 0 = none.
+   */
+  preSlotRows?: { count: number; table: string };
 }
 
 /** `16/B374D848` as a number of bytes. */
@@ -119,6 +126,18 @@ export function slotGuard(input: GuardInput): GuardFinding[] {
         `Slot "${slotName}" already exists${user}, but this connector has no stored offset, so where it would start is unknown: ` +
         `it could re-publish events up to ${slot.confirmedFlushLsn ?? '?'} or take over another consumer's slot. ` +
         'Drop the slot if it is stale, or choose another connector.slotName.',
+    });
+  }
+  if (!slot && input.preSlotRows && input.preSlotRows.count > 0) {
+    const { count, table } = input.preSlotRows;
+    findings.push({
+      code: 'rows-before-slot',
+      message:
+        `${count} outbox row(s) in ${table} are unpublished (published_at IS NULL) and slot "${slotName}" does not exist yet: the connector starts at the ` +
+        'current end of WAL (snapshot.mode=no_data), so rows committed before its slot are never published. Either let the relay publish them first ' +
+        '(`outbox relay` until none is left unpublished, then stop it and deploy), or deploy with a snapshot of the outbox table ' +
+        '(--force --set snapshot.mode=initial: every row still in the table is published, older ones included; consumers deduplicate by id). ' +
+        'CDC never sets published_at: if an earlier connector already published these rows, delete them or deploy with --force.',
     });
   }
   if (!slot && stored !== undefined) {

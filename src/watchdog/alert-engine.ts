@@ -3,9 +3,12 @@
  * notifications. Rules: slot-lag-rules.ts; state machine: alert-state.ts. Two cases never look like a
  * resolution: a failed poll (slot alerts keep their state, WatchdogDatabaseUnreachable fires) and a
  * slot that disappears (its firing alerts end with status `dropped`; a slot listed in
- * `watchdog.slots` that is missing fires SlotMissing).
+ * `watchdog.slots`, or with that list empty the connector's own slot, that is missing fires
+ * SlotMissing). PublicationDrift is judged on the connector's slot, so it also ends as `dropped` when
+ * the slot goes (SlotMissing then takes over).
  */
 import { createHash } from 'node:crypto';
+import { PUBLICATION_FIX, type PublicationCheck } from '../connector/publication-check';
 import { initialAlertState, step, type AlertEvent, type AlertState, type Level, type Severity } from './alert-state';
 import { SLOT_RULES, evaluateSlotRule, ruleHoldForMs, type RuleName, type WatchdogConfig } from './slot-lag-rules';
 import type { ServerSettings } from './slot-query';
@@ -51,8 +54,8 @@ export interface AlertStatusRow {
 }
 
 export interface AlertEngine {
-  /** After a successful poll. */
-  evaluate(sample: TrackedSample, settings: ServerSettings | null): AlertNotification[];
+  /** After a successful poll; `publication` when the connector's slot exists in the watched database. */
+  evaluate(sample: TrackedSample, settings: ServerSettings | null, publication?: PublicationCheck): AlertNotification[];
   /** After a failed poll: `reason` names the failure and the fix. */
   pollFailed(reason: string, details?: AlertValues): AlertNotification[];
   /** Alerts firing now, as notifications (Alertmanager re-posts them). */
@@ -67,6 +70,14 @@ export interface AlertEngineOptions {
   now?: () => number;
   /** `--once`: no hold-for, judge the single sample as it is. */
   instant?: boolean;
+  /** The connector's slot (connector.slotName): expected to exist when `config.slots` is empty. */
+  connectorSlot?: string;
+}
+
+/** The slots that must exist: the listed ones, else the connector's own (when the pipeline is watched). */
+export function expectedSlots(config: WatchdogConfig, connectorSlot: string | undefined): string[] {
+  if (config.slots.length > 0) return [...config.slots];
+  return config.watchConnector && connectorSlot ? [connectorSlot] : [];
 }
 
 interface Tracked {
@@ -159,7 +170,7 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
   };
 
   return {
-    evaluate(sample, settings) {
+    evaluate(sample, settings, publication) {
       const out: AlertNotification[] = [];
       failures = 0;
       judge(null, 'WatchdogDatabaseUnreachable', 'ok', `The watchdog reaches PostgreSQL (${cluster}).`, {}, out);
@@ -180,16 +191,34 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
         if (t.state.level !== 'ok') out.push(toNotification({ ...t, state: { ...t.state, sequence: t.state.sequence + 1 } }, 'dropped', t.state.level, now()));
         alerts.delete(key);
       }
-      for (const name of config.slots) {
+      const listed = config.slots.length > 0;
+      for (const name of expectedSlots(config, options.connectorSlot)) {
         const missing = !present.has(name);
         judge(
           { name, type: null, database: null, plugin: null },
           'SlotMissing',
           missing ? 'critical' : 'ok',
           missing
-            ? `Slot ${name} (listed in watchdog.slots) does not exist on ${cluster}. If it was dropped, its consumer lost its position: recreate it and re-snapshot, or remove it from watchdog.slots.`
+            ? listed
+              ? `Slot ${name} (listed in watchdog.slots) does not exist on ${cluster}. If it was dropped, its consumer lost its position: recreate it and re-snapshot, or remove it from watchdog.slots.`
+              : `Slot ${name}, the Debezium connector's slot (connector.slotName), does not exist on ${cluster}: nothing streams the outbox. If it was dropped or lost, events written since are not published: ` +
+                'reconcile them, then deploy again (outbox connector:deploy refuses while a stored offset has no slot). A relay-only deployment sets watchdog.watchConnector=false (OUTBOX_WATCHDOG_WATCH_CONNECTOR).'
             : `Slot ${name} exists.`,
           {},
+          out,
+        );
+      }
+      if (publication && options.connectorSlot) {
+        const slot = sample.slots.find((s) => s.slotName === options.connectorSlot);
+        const ref: SlotRef = { name: options.connectorSlot, type: slot?.slotType ?? null, database: slot?.database ?? null, plugin: slot?.plugin ?? null };
+        judge(
+          ref,
+          'PublicationDrift',
+          publication.ok ? 'ok' : 'critical',
+          publication.ok
+            ? `Publication ${publication.publication} publishes inserts of ${publication.schema}.${publication.table}.`
+            : `Outbox events are being lost: ${publication.problems.join('; ')}. The heartbeat still advances slot ${options.connectorSlot}, so no slot alert shows it. ${PUBLICATION_FIX}`,
+          { publication: publication.publication, pubinsert: publication.pubinsert, tablePublished: publication.tablePublished, rowFilter: publication.rowFilter },
           out,
         );
       }

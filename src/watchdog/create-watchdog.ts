@@ -6,6 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Pool } from 'pg';
 import type { OutboxConfig } from '../config';
+import { checkPublication, type PublicationCheck } from '../connector/publication-check';
 import { createPool, pgCode } from '../db';
 import { OutboxError, isOutboxError } from '../errors';
 import type { Logger } from '../log';
@@ -123,7 +124,9 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     (error) => log?.warn({ err: { message: error.message, code: pgCode(error) } }, 'watchdog connection lost while idle; reconnecting on the next poll'),
   );
   const tracker = createSlotTracker({ rateWindowMs: wd.rateWindowMs, stalledMinWalBytes: wd.rules.stalledMinWalBytes, walDiskBudgetBytes: wd.walDiskBudgetBytes });
-  const engine = createAlertEngine({ config: wd, cluster, now, instant: options.instant });
+  const connectorSlot = config.connector.slotName;
+  const engine = createAlertEngine({ config: wd, cluster, now, instant: options.instant, connectorSlot });
+  const { publication, schema, table } = config.outbox;
   const deliverer = createDeliverer({
     receivers: options.deliver === false ? [] : createReceivers(wd),
     settings: wd.delivery,
@@ -154,6 +157,7 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     const started = performance.now();
     let notifications: AlertNotification[];
     let sample: TrackedSample | undefined;
+    let pub: PublicationCheck | undefined;
     let error: OutboxError | undefined;
     try {
       let client;
@@ -170,13 +174,17 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
         }
         const raw = await readSlots(client, settings.versionNum);
         sample = tracker.track(raw, settings);
+        // The publication only matters while the connector's slot decodes this database.
+        if (wd.watchConnector && sample.slots.some((s) => s.slotName === connectorSlot && s.database === database.database)) {
+          pub = await checkPublication(client, { publication, schema, table });
+        }
       } catch (e) {
         broken = e as Error;
         throw describePollError(e, target, database.user);
       } finally {
         client.release(broken && !pgCode(broken) ? broken : undefined);
       }
-      notifications = engine.evaluate(sample, settings);
+      notifications = engine.evaluate(sample, settings, pub);
       failures = 0;
       lastPollOk = true;
       lastSuccessAt = now();

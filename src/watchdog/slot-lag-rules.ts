@@ -19,7 +19,7 @@ export const SLOT_RULES = [
   'SlotConsumerStalled',
 ] as const;
 export type SlotRuleName = (typeof SLOT_RULES)[number];
-export type RuleName = SlotRuleName | 'SlotMissing' | 'WatchdogDatabaseUnreachable';
+export type RuleName = SlotRuleName | 'SlotMissing' | 'PublicationDrift' | 'WatchdogDatabaseUnreachable';
 
 export interface RuleContext {
   config: WatchdogConfig;
@@ -77,6 +77,8 @@ export function ruleHoldForMs(rule: RuleName, config: WatchdogConfig): number {
       return r.inactiveForMs;
     case 'SlotConsumerStalled':
       return r.stalledForMs;
+    case 'PublicationDrift':
+      return r.publicationDriftForMs;
     default:
       return 0;
   }

@@ -62,7 +62,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const name of created) await client.delete(name).catch(() => {});
-  await deleteConnector(configWith(), { dropSlot: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
+  await deleteConnector(configWith(), { dropSlot: true, force: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
   await db.drop();
   await withClient('postgres', async (c) => {
     for (const role of [base.roles.cdc, base.roles.app, base.roles.monitor]) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});

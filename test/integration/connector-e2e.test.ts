@@ -69,7 +69,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await consumer?.disconnect().catch(() => {});
-  await deleteConnector(config, { dropSlot: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
+  await deleteConnector(config, { dropSlot: true, force: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
   await db.drop();
   await withClient('postgres', async (c) => {
     for (const role of [config.roles.cdc, config.roles.app, config.roles.monitor]) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});

@@ -13,7 +13,7 @@ import { Command } from 'commander';
 import { watchdogCommand } from '../../src/cli/watchdog-command';
 import { loadConfig, type OutboxOptions } from '../../src/config';
 import { POSTGRES, STACK_HOST, STACK_PORTS } from '../../src/stack/settings';
-import { createWatchdog, dedupKey, type Watchdog } from '../../src/watchdog';
+import { createWatchdog, dedupKey, exitCodeFor, type Watchdog } from '../../src/watchdog';
 import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
 
@@ -82,10 +82,11 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     return name;
   };
 
-  const start = (watchdog: WatchdogOverrides, database: OutboxOptions['database'] = {}) => {
+  const start = (watchdog: WatchdogOverrides, database: OutboxOptions['database'] = {}, pipeline: Pick<OutboxOptions, 'connector' | 'outbox'> = {}) => {
     const config = loadConfig({
       env: {},
       overrides: {
+        ...pipeline,
         database: { host: STACK_HOST, port: STACK_PORTS.postgres, database: db.name, user: POSTGRES.user, password: POSTGRES.password, ...database },
         watchdog: {
           intervalMs: 200,
@@ -348,5 +349,53 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     const badThreshold = await runOnce({ OUTBOX_WATCHDOG_RETAINED_WARNING_BYTES: '5GB' });
     expect(badThreshold.code).toBe(3);
     expect(badThreshold.out).toContain('OUTBOX_WATCHDOG_RETAINED_WARNING_BYTES');
+  });
+
+  it('with watchdog.slots empty, the connector’s own slot (connector.slotName) missing fires SlotMissing; its creation resolves it', async () => {
+    const slot = randomIdentifier('wd_conn');
+    start({ slots: [] }, {}, { connector: { slotName: slot } });
+    await until('SlotMissing', () => alertsFor(slot, 'SlotMissing').includes('firing:critical'));
+    const fired = receiver.received.find((r) => r.body.dedupKey === dedupKey('test-cluster', slot, 'SlotMissing'));
+    expect(String(fired?.body.summary)).toContain(`Slot ${slot}, the Debezium connector's slot (connector.slotName), does not exist`);
+
+    await withClient(db.name, (c) => c.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot]));
+    slots.push(slot);
+    await until('resolved', () => alertsFor(slot, 'SlotMissing').includes('resolved:critical'));
+  });
+
+  it('PublicationDrift fires CRITICAL when the publication stops publishing outbox inserts, while the slot looks healthy, and resolves after the repair', async () => {
+    const publication = randomIdentifier('wd_pub');
+    const table = randomIdentifier('wd_outbox');
+    await withClient(db.name, async (c) => {
+      await c.query(`CREATE TABLE public.${table} (id int PRIMARY KEY)`);
+      await c.query(`CREATE PUBLICATION ${publication} FOR TABLE public.${table}`);
+    });
+    const slot = await newSlot('pgoutput');
+    const pipeline = { connector: { slotName: slot }, outbox: { publication, table } };
+    start({ slots: [slot] }, {}, pipeline);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(alertsFor(slot, 'PublicationDrift')).toEqual([]);
+
+    await withClient(db.name, (c) => c.query(`ALTER PUBLICATION ${publication} SET (publish = 'update')`));
+    await until('drift alert', () => alertsFor(slot, 'PublicationDrift').includes('firing:critical'));
+    const alert = receiver.received.find((r) => r.body.dedupKey === dedupKey('test-cluster', slot, 'PublicationDrift'));
+    expect(String(alert?.body.summary)).toMatch(/Outbox events are being lost: publication "\w+" does not publish inserts .*db:provision/);
+    expect(alert?.body.values).toMatchObject({ publication, pubinsert: false, tablePublished: true });
+
+    // `watchdog --once` judges the same: CRITICAL.
+    const once = createWatchdog({ config: loadConfig({ env: {}, overrides: { ...pipeline, database: { database: db.name }, watchdog: { slots: [slot] } } }), instant: true, deliver: false });
+    try {
+      const result = await once.pollOnce();
+      expect(once.statuses().filter((s) => s.rule === 'PublicationDrift')).toEqual([expect.objectContaining({ slot, level: 'critical' })]);
+      expect(exitCodeFor(result.ok, once.statuses())).toBe(2);
+    } finally {
+      await once.stop(0);
+    }
+
+    await withClient(db.name, (c) => c.query(`ALTER PUBLICATION ${publication} SET (publish = 'insert, update')`));
+    await until('resolved', () => alertsFor(slot, 'PublicationDrift').includes('resolved:critical'));
+    await withClient(db.name, (c) => c.query(`ALTER PUBLICATION ${publication} DROP TABLE public.${table}`));
+    await until('drift again: table removed', () => alertsFor(slot, 'PublicationDrift').filter((e) => e === 'firing:critical').length === 2);
+    expect(alertsFor(slot, 'PublicationDrift')).toEqual(['firing:critical', 'resolved:critical', 'firing:critical']);
   });
 });

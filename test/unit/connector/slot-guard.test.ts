@@ -84,4 +84,16 @@ describe('slotGuard', () => {
     expect(codes({ slot: slot({ plugin: 'decoderbufs' }), offset: at('0/3806260'), connector: 'same-slot' })).toEqual(['slot-other-plugin']);
     expect(codes({ slot: slot({ walStatus: 'lost', confirmedFlushLsn: null }), offset: at('0/3806260'), connector: 'same-slot' })).toEqual(['slot-lost']);
   });
+
+  it('refuses a first deploy (no slot yet) while the outbox holds unpublished rows, naming the count and the ways out', () => {
+    const rows = { count: 7, table: '"public"."outbox"' };
+    const [finding] = slotGuard(input({ preSlotRows: rows }));
+    expect(finding?.code).toBe('rows-before-slot');
+    expect(finding?.message).toMatch(/^7 outbox row\(s\) in "public"\."outbox" are unpublished/);
+    expect(finding?.message).toContain('outbox relay');
+    expect(finding?.message).toContain('snapshot.mode=initial');
+    // Once the slot exists, rows are behind or ahead of it, not before it: no check.
+    expect(codes({ slot: slot({ active: true }), connector: 'same-slot', preSlotRows: rows })).toEqual([]);
+    expect(codes({ preSlotRows: { count: 0, table: rows.table } })).toEqual([]);
+  });
 });

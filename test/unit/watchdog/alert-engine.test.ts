@@ -2,6 +2,7 @@ import { createAlertEngine, dedupKey } from '../../../src/watchdog/alert-engine'
 import { createSlotTracker } from '../../../src/watchdog/slot-tracker';
 import { evaluateSlotRule, retainedThresholds } from '../../../src/watchdog/slot-lag-rules';
 import type { ServerSettings } from '../../../src/watchdog/slot-query';
+import type { PublicationCheck } from '../../../src/connector/publication-check';
 import { row, sample, wdConfig } from './fixtures';
 
 const MiB = 1024 * 1024;
@@ -104,5 +105,57 @@ describe('alert engine', () => {
     const config = wdConfig();
     expect(retainedThresholds(config, { ...settings, maxSlotWalKeepBytes: 1000 * MiB })).toMatchObject({ warning: 250 * MiB, critical: 500 * MiB });
     expect(retainedThresholds(config, settings)).toMatchObject({ warning: 5 * 1024 * MiB, critical: 20 * 1024 * MiB });
+  });
+});
+
+describe('the connector pipeline (watchdog.watchConnector)', () => {
+  const ok: PublicationCheck = { publication: 'outbox_publication', schema: 'public', table: 'outbox', ok: true, exists: true, pubinsert: true, puballtables: false, tablePublished: true, rowFilter: null, problems: [] };
+  const drifted: PublicationCheck = { ...ok, ok: false, pubinsert: false, problems: ['publication "outbox_publication" does not publish inserts (pubinsert = false: …)'] };
+
+  function pipeline(watchdog: Parameters<typeof wdConfig>[0], connectorSlot = 'outbox_slot') {
+    const config = wdConfig(watchdog);
+    let clock = 0;
+    const engine = createAlertEngine({ config, cluster: 'c1', now: () => clock, connectorSlot });
+    const tracker = createSlotTracker({ rateWindowMs: config.rateWindowMs, stalledMinWalBytes: config.rules.stalledMinWalBytes, walDiskBudgetBytes: config.walDiskBudgetBytes });
+    return (t: number, slots: ReturnType<typeof row>[], publication?: PublicationCheck) => {
+      clock = t;
+      return engine.evaluate(tracker.track(sample(t, 0, slots)), settings, publication).map((n) => [n.rule, n.slot?.name, n.event, n.severity]);
+    };
+  }
+
+  it('with watchdog.slots empty, a missing connector slot fires SlotMissing and its return resolves it', () => {
+    const poll = pipeline({ clearForMs: 0 });
+    const fired = poll(0, [row({ slotName: 'other' })]);
+    expect(fired).toEqual([['SlotMissing', 'outbox_slot', 'firing', 'critical']]);
+    expect(poll(1000, [row({ slotName: 'other' }), row({ slotName: 'outbox_slot' })])).toEqual([['SlotMissing', 'outbox_slot', 'resolved', 'critical']]);
+  });
+
+  it('names the connector setting and the relay-only switch in the summary; the switch turns it off', () => {
+    const config = wdConfig({});
+    const engine = createAlertEngine({ config, cluster: 'c1', now: () => 0, connectorSlot: 'outbox_slot' });
+    const [n] = engine.evaluate(createSlotTracker({ rateWindowMs: 1, stalledMinWalBytes: 1, walDiskBudgetBytes: 0 }).track(sample(0, 0, [])), settings);
+    expect(n?.summary).toMatch(/connector\.slotName.*watchdog\.watchConnector=false/);
+    expect(pipeline({ watchConnector: false })(0, [])).toEqual([]);
+    // A listed set of slots is what the operator asked for: the connector's slot is not added to it.
+    expect(pipeline({ slots: ['s1'] })(0, [row({ slotName: 's1' })])).toEqual([]);
+  });
+
+  it('PublicationDrift fires CRITICAL on the connector slot, honours hold-for and clear-for, and resolves after the repair', () => {
+    const poll = pipeline({ clearForMs: 2_000, rules: { publicationDriftForMs: 1_000 } });
+    const slots = [row({ slotName: 'outbox_slot' })];
+    expect(poll(0, slots, ok)).toEqual([]);
+    expect(poll(1_000, slots, drifted)).toEqual([]);
+    expect(poll(2_000, slots, drifted)).toEqual([['PublicationDrift', 'outbox_slot', 'firing', 'critical']]);
+    expect(poll(3_000, slots, ok)).toEqual([]);
+    expect(poll(5_000, slots, ok)).toEqual([['PublicationDrift', 'outbox_slot', 'resolved', 'critical']]);
+  });
+
+  it('a drift alert of a slot that disappears ends as dropped, and SlotMissing takes over', () => {
+    const poll = pipeline({ clearForMs: 0 });
+    expect(poll(0, [row({ slotName: 'outbox_slot' })], drifted)).toEqual([['PublicationDrift', 'outbox_slot', 'firing', 'critical']]);
+    expect(poll(1_000, [])).toEqual([
+      ['PublicationDrift', 'outbox_slot', 'dropped', 'critical'],
+      ['SlotMissing', 'outbox_slot', 'firing', 'critical'],
+    ]);
   });
 });
