@@ -203,7 +203,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
       const { config, pool } = bench;
       const topic = topicForReplacement(topicReplacement)('order');
       await createTopic(kafka, topic);
-      cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: once(() => deleteConnector(config, { dropSlot: true })) });
+      cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: once(() => deleteConnector(config, { dropSlot: true, force: true })) });
       const deployed = await deployConnector(config, { log: step });
       progress.note(`cdc: connector ${config.connector.name} ${deployed.action} and RUNNING`);
       await waitForSlot(admin as Client, config.connector.slotName, 60_000);

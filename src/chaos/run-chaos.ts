@@ -270,7 +270,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await supervisor?.stop();
     for (const child of children) child.kill('SIGKILL');
     await pool?.end().catch(() => {});
-    if (pipeline === 'cdc') await deleteConnector(config, { dropSlot: true }).catch((e: Error) => log.warn({ err: e.message }, 'chaos: connector cleanup failed'));
+    if (pipeline === 'cdc') await deleteConnector(config, { dropSlot: true, force: true }).catch((e: Error) => log.warn({ err: e.message }, 'chaos: connector cleanup failed'));
     await withClient(clientConfig(base.database, { database: 'postgres' }), async (c) => {
       await c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active', [run]);
       await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(run)} WITH (FORCE)`);

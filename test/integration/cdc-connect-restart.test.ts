@@ -41,7 +41,7 @@ describe('CDC survives a Kafka Connect crash', () => {
   });
 
   afterAll(async () => {
-    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await deleteConnector(config, { dropSlot: true, force: true }).catch(() => {});
     await pool?.end();
     await db?.drop();
   });

@@ -41,7 +41,7 @@ describe('write side and CDC, end to end', () => {
   });
 
   afterAll(async () => {
-    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await deleteConnector(config, { dropSlot: true, force: true }).catch(() => {});
     await pool?.end();
     await db?.drop();
   });

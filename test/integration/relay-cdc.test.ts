@@ -81,7 +81,7 @@ describe('relay and CDC publish the same records', () => {
 
   afterAll(async () => {
     await relay?.stop();
-    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await deleteConnector(config, { dropSlot: true, force: true }).catch(() => {});
     await pool?.end();
     await db?.drop();
   });

@@ -44,7 +44,7 @@ describe('router behind the real CDC pipeline', () => {
 
   afterAll(async () => {
     await router?.stop();
-    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await deleteConnector(config, { dropSlot: true, force: true }).catch(() => {});
     await pool?.end();
     await db?.drop();
   });

@@ -67,7 +67,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await deleteConnector(streamable, { dropSlot: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
+  await deleteConnector(streamable, { dropSlot: true, force: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
   await db.drop();
   await withClient('postgres', async (c) => {
     for (const role of Object.values(ROLES)) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});

@@ -31,7 +31,7 @@ describe('connector supervisor', () => {
   });
 
   afterAll(async () => {
-    await deleteConnector(config, { dropSlot: true }).catch(() => {});
+    await deleteConnector(config, { dropSlot: true, force: true }).catch(() => {});
     await pool?.end();
     await db?.drop();
   });
