@@ -74,7 +74,7 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
   }
   let broken = false;
   try {
-    let inbox: { fresh: Set<string>; txid: string };
+    let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
       await client.query('BEGIN');
       inbox = await insertInbox(client, inboxTable, consumer, items);
@@ -111,7 +111,7 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
       return results;
     }
     // A handler that ran COMMIT and then BEGIN leaves a transaction open, but not ours: compare ids.
-    if (transactionStatus(client) !== 'E') {
+    if (txid !== undefined && transactionStatus(client) !== 'E') {
       let now: string | null;
       try {
         now = (await client.query<{ txid: string | null }>('SELECT txid_current_if_assigned()::text AS txid')).rows[0]?.txid ?? null;
@@ -218,15 +218,16 @@ async function terminate(pool: Pool, client: PoolClient): Promise<void> {
   if (pid) await pool.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => {});
 }
 
-/** The inbox rows, and the transaction id (folded into the same statement: no extra round trip). */
-async function insertInbox(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string }> {
-  const result = await client.query<{ txid: string; fresh: string[] }>(
-    `WITH ins AS (INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT $1, id, now() FROM unnest($2::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id)
-     SELECT txid_current()::text AS txid, ARRAY(SELECT message_id::text FROM ins) AS fresh`,
+/**
+ * The new inbox rows, and the transaction id that wrote them (returned by the same statement: no extra
+ * round trip). No new row: no handler runs, so no id is needed.
+ */
+async function insertInbox(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
+  const result = await client.query<{ message_id: string; txid: string }>(
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT $1, id, now() FROM unnest($2::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`,
     [consumer, items.map((i) => i.id)],
   );
-  const row = result.rows[0] as { txid: string; fresh: string[] };
-  return { fresh: new Set(row.fresh), txid: row.txid };
+  return { fresh: new Set(result.rows.map((r) => r.message_id.toLowerCase())), txid: result.rows[0]?.txid };
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number | undefined, id: string): Promise<T> {

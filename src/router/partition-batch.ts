@@ -10,7 +10,10 @@ export interface BatchOptions {
   resolveOffset(offset: string): void;
   /** Lets kafkajs commit and heartbeat between transactions. */
   progress(): Promise<void>;
+  /** The router is stopping or the partition is no longer ours: start no new record. */
   stopped(): boolean;
+  /** The partition was taken away (a rebalance): its offsets belong to another member now, resolve none. */
+  revoked(): boolean;
 }
 
 /**
@@ -21,13 +24,19 @@ export interface BatchOptions {
  * not committed past an unfinished one in a slow lane, so a crash redelivers (and the inbox skips)
  * rather than loses. Returns the last resolved offset, or undefined when none was.
  */
-export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], deps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], batchDeps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+  // A failing lane aborts its siblings' retry and backoff waits, so they stop within one record.
+  const failure = new AbortController();
+  const deps: RecordDeps = { ...batchDeps, signal: AbortSignal.any([batchDeps.signal, failure.signal]) };
   const finished = new Array<boolean>(messages.length).fill(false);
   let next = 0;
   let lastResolved: string | undefined;
+  /** Set when a lane throws: its siblings start no new record, and the error is rethrown once all settle. */
+  let failed = false;
+  const stopped = () => failed || options.stopped();
   const done = (index: number) => {
     finished[index] = true;
-    while (next < messages.length && finished[next]) {
+    while (next < messages.length && finished[next] && !options.revoked()) {
       lastResolved = (messages[next] as KafkaMessage).offset;
       options.resolveOffset(lastResolved);
       next++;
@@ -61,7 +70,7 @@ export async function runPartitionBatch(topic: string, partition: number, messag
     };
 
     for (const index of indices) {
-      if (options.stopped()) break;
+      if (stopped()) break;
       const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps);
       if (prepared.kind === 'aborted') break;
       if (options.maxTransactionRecords > 1 && chunkable(prepared, deps)) {
@@ -75,10 +84,24 @@ export async function runPartitionBatch(topic: string, partition: number, messag
       done(index);
       await options.progress();
     }
-    if (!options.stopped()) await flush();
+    if (!stopped()) await flush();
   };
 
-  await Promise.all(lanes.filter((l) => l.length > 0).map(runLane));
+  // Not Promise.all: it would return while sibling lanes still run handlers and resolve offsets, behind
+  // kafkajs's back (the batch is over for it, the partition may be reassigned).
+  const settled = await Promise.allSettled(
+    lanes
+      .filter((l) => l.length > 0)
+      .map((indices) =>
+        runLane(indices).catch((error: unknown) => {
+          failed = true;
+          failure.abort();
+          throw error;
+        }),
+      ),
+  );
+  const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (rejected) throw rejected.reason;
   return lastResolved;
 }
 

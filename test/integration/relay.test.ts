@@ -125,6 +125,7 @@ describe('polling relay', () => {
       config,
       consumer: `c-${prefix}`,
       groupId: randomName('g'),
+      allowGroupIdMismatch: true,
       topics: new RegExp(`^${prefix}\\.outbox\\.event\\.order$`),
       logger: silent,
       handlers: {
