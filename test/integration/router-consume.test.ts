@@ -17,7 +17,7 @@ describe('router consume loop', () => {
   const h = routerHarness('router_consume');
   const { scenario, produce, handlers, startRouter, until, effects } = h;
 
-  /** A Kafka client whose consumers count their group joins; `failConnectOf: n` makes the n-th consumer's connect fail. */
+  /** A Kafka client whose consumers count their group joins; `failConnectOf: n` makes the n-th consumer's subscribe fail. */
   function instrumentedKafka(options: { failConnectOf?: number; onInjectedFailure?: () => void } = {}) {
     const kafka = testKafka();
     const counts = { consumers: 0, joins: 0, injectedFailures: 0 };
@@ -27,7 +27,7 @@ describe('router consume loop', () => {
         counts.consumers++;
         consumer.on(consumer.events.GROUP_JOIN, () => void counts.joins++);
         if (counts.consumers === options.failConnectOf) {
-          consumer.connect = async () => {
+          consumer.subscribe = async () => {
             counts.injectedFailures++;
             options.onInjectedFailure?.();
             throw new Error('injected: the broker refused the new consumer');
