@@ -110,7 +110,7 @@ export function routerCommand(): Command {
     .addOption(new Option('--max-transaction-records <n>', 'consecutive records applied in one inbox transaction').default(50).argParser(positiveInt('--max-transaction-records')))
     .option('--block <aggregateTypes...>', "aggregate types whose failing records hold their partition (retried forever) instead of being dead-lettered")
     .addOption(new Option('--unknown-event-type <action>', 'an event type with no handler: dead-letter, skip (counted), or block its partition').choices([...UNKNOWN_EVENT_TYPE_POLICIES]).default('dead-letter'))
-    .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable)').argParser(unknownEventTypeFor).default({}))
+    .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable)').argParser(unknownEventTypeFor).default({}, 'none'))
     .addOption(new Option('--dlq-retention-ms <ms>', 'retention.ms of the dead-letter topics the router creates (-1: forever)').default(-1).argParser(retentionMs))
     .addOption(new Option('--dlq-replication-factor <n>', 'replication factor of the dead-letter topics the router creates').default(1).argParser(positiveInt('--dlq-replication-factor')))
     .addOption(new Option('--handler-timeout-ms <ms>', 'a handler running longer fails its attempt (0: no limit)').default(30_000).argParser((v) => nonNegativeInt('--handler-timeout-ms', v)))
