@@ -8,7 +8,7 @@ import { backoffDelay, sleepUnlessAborted } from '../retry';
 import { createLogger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { ParkedKeys } from './parked';
-import { runPartitionBatch } from './partition-batch';
+import { linkedAbort, runPartitionBatch } from './partition-batch';
 import type { RecordDeps } from './process-record';
 import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor, isDlqTopic } from './topics';
 import type { RouterEventName, RouterStats } from './types';
@@ -80,9 +80,12 @@ export function createRouter(options: RouterOptions): Router {
   async function eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, heartbeat } = payload;
     const revocation = new AbortController();
+    /** Cuts the batch's waits short when the router stops or the partition is revoked. */
+    const waits = linkedAbort(abort.signal);
     const revoke = (error: Error) => {
       if (revocation.signal.aborted) return;
       revocation.abort();
+      waits.abort();
       emit('router.revoked', { topic: batch.topic, partition: batch.partition, error: error.message });
     };
     const beat = async () => {
@@ -95,13 +98,14 @@ export function createRouter(options: RouterOptions): Router {
     };
     const timer = setInterval(() => void beat().catch(() => {}), heartbeatIntervalMs);
     try {
-      await consumeBatch(payload, beat, revocation.signal);
+      await consumeBatch(payload, beat, revocation.signal, waits.signal);
     } finally {
       clearInterval(timer);
+      waits.dispose();
     }
   }
 
-  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal): Promise<void> {
+  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
     const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const deps: RecordDeps = {
       handlers: options.handlers,
@@ -120,7 +124,7 @@ export function createRouter(options: RouterOptions): Router {
         await (producer as Producer).send({ topic, acks: -1, messages: [message] });
       },
       heartbeat,
-      signal: AbortSignal.any([abort.signal, revoked]),
+      signal: waits,
       stats,
       emit,
       random: options.random,

@@ -26,8 +26,8 @@ export interface BatchOptions {
  */
 export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], batchDeps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
   // A failing lane aborts its siblings' retry and backoff waits, so they stop within one record.
-  const failure = new AbortController();
-  const deps: RecordDeps = { ...batchDeps, signal: AbortSignal.any([batchDeps.signal, failure.signal]) };
+  const failure = linkedAbort(batchDeps.signal);
+  const deps: RecordDeps = { ...batchDeps, signal: failure.signal };
   const finished = new Array<boolean>(messages.length).fill(false);
   let next = 0;
   let lastResolved: string | undefined;
@@ -100,9 +100,22 @@ export async function runPartitionBatch(topic: string, partition: number, messag
         }),
       ),
   );
+  failure.dispose();
   const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (rejected) throw rejected.reason;
   return lastResolved;
+}
+
+/**
+ * An AbortController that also aborts when `parent` does; dispose() unhooks it. Not AbortSignal.any:
+ * one is made per batch, and a listener must not outlive its batch on the router's long-lived signal.
+ */
+export function linkedAbort(parent: AbortSignal): AbortController & { dispose(): void } {
+  const controller = new AbortController();
+  const forward = () => controller.abort();
+  if (parent.aborted) controller.abort();
+  else parent.addEventListener('abort', forward, { once: true });
+  return Object.assign(controller, { dispose: () => parent.removeEventListener('abort', forward) });
 }
 
 /** FNV-1a over the key bytes: stable across processes, so a key's lane never depends on the instance. */

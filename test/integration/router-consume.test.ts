@@ -69,6 +69,8 @@ describe('router consume loop', () => {
             // Savepoints are nested work inside the router's transaction: allowed.
             if (reason.startsWith('savepoint')) await ctx.tx.query('SAVEPOINT nested; RELEASE SAVEPOINT nested');
             if (reason.startsWith('commit')) await ctx.tx.query('COMMIT');
+            // Ends the transaction and opens another: only the transaction id tells.
+            if (reason.startsWith('recommit')) await ctx.tx.query('COMMIT; BEGIN');
             if (reason.startsWith('rollback')) await ctx.tx.query('ROLLBACK');
           },
         },
@@ -85,17 +87,19 @@ describe('router consume loop', () => {
         { key: 'k1', reason: 'ok-1' },
         { key: 'k2', reason: 'commit' },
         { key: 'k3', reason: 'rollback' },
-        { key: 'k4', reason: 'savepoint' },
+        { key: 'k4', reason: 'recommit' },
+        { key: 'k5', reason: 'savepoint' },
       ]);
       const router = await startRouter(s, ending(s, calls), { maxTransactionRecords: 1, maxAttempts: 3 });
-      await until('drained', () => router.stats(), (st) => st.applied + st.deadLettered === 4);
-      expect(router.stats()).toMatchObject({ applied: 2, deadLettered: 2, duplicates: 0, retries: 0 });
-      expect(calls).toEqual(['ok-1', 'commit', 'rollback', 'savepoint']); // not retried
+      await until('drained', () => router.stats(), (st) => st.applied + st.deadLettered === 5);
+      expect(router.stats()).toMatchObject({ applied: 2, deadLettered: 3, duplicates: 0, retries: 0 });
+      expect(calls).toEqual(['ok-1', 'commit', 'rollback', 'recommit', 'savepoint']); // not retried
       // The COMMIT made the handler's write stick; the ROLLBACK undid it. Neither is "applied".
-      expect((await effects(s)).map((r) => r.reason)).toEqual(['ok-1', 'commit', 'savepoint']);
-      expect(await letterCodes(s.dlq, 2)).toEqual([
+      expect((await effects(s)).map((r) => r.reason)).toEqual(['ok-1', 'commit', 'recommit', 'savepoint']);
+      expect(await letterCodes(s.dlq, 3)).toEqual([
         ['k2', 'HANDLER_ENDED_TRANSACTION'],
         ['k3', 'HANDLER_ENDED_TRANSACTION'],
+        ['k4', 'HANDLER_ENDED_TRANSACTION'],
       ]);
     });
 
