@@ -1,5 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { applyChunk, chunkable, finishRecord, prepareRecord, type Outcome, type Ready, type RecordDeps } from './process-record';
+import { headerText } from './record-headers';
 
 export interface BatchOptions {
   /** Lanes per partition: records are spread by key hash, each lane keeps its keys in offset order. */
@@ -71,6 +72,8 @@ export async function runPartitionBatch(topic: string, partition: number, messag
 
     for (const index of indices) {
       if (stopped()) break;
+      // A record that will hold the lane (no handler, policy block) must not hold the ready ones before it.
+      if (pending.length > 0 && blocksLane(topic, messages[index] as KafkaMessage, deps) && !(await flush())) return;
       const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps);
       if (prepared.kind === 'aborted') break;
       if (options.maxTransactionRecords > 1 && chunkable(prepared, deps)) {
@@ -104,6 +107,14 @@ export async function runPartitionBatch(topic: string, partition: number, messag
   const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (rejected) throw rejected.reason;
   return lastResolved;
+}
+
+/** Has this record no handler, under the `block` policy for unknown event types? (prepareRecord then waits on it.) */
+function blocksLane(topic: string, message: KafkaMessage, deps: RecordDeps): boolean {
+  const aggregateType = deps.aggregateTypeOf(topic);
+  if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
+  const eventType = headerText(message.headers, 'eventType');
+  return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
 }
 
 /**

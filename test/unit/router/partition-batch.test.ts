@@ -133,3 +133,18 @@ describe('runPartitionBatch: a lane that fails, a partition that is revoked', ()
     expect(d.stats.applied).toBe(3);
   });
 });
+
+describe('runPartitionBatch: an event type without a handler under the block policy', () => {
+  it('applies the ready records before it, then holds the lane on it until stopped', async () => {
+    const messages = [message(0, 'a'), message(1, 'b'), { ...message(2, 'c'), headers: { id: ID(2), eventType: 'Unknown', contentType: 'application/json' } } as KafkaMessage, message(3, 'd')];
+    const resolved: string[] = [];
+    const stop = new AbortController();
+    const d = deps(async () => {});
+    d.unknownEventType = 'block';
+    d.signal = stop.signal;
+    d.heartbeat = async () => stop.abort(); // the router stops while the lane is blocked
+    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 50, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => stop.signal.aborted, revoked: () => false });
+    expect(resolved).toEqual(['0', '1']);
+    expect(d.stats.applied).toBe(2);
+  });
+});
