@@ -161,7 +161,11 @@ function transactionStatus(client: PoolClient): string | undefined {
   return (c.getTransactionStatus ? c.getTransactionStatus() : c._txStatus) ?? undefined;
 }
 
-/** Per pool, `consumer id` keys of events whose handler ended the transaction: their retries fail at once. */
+/**
+ * Per pool, `consumer id` keys of events whose handler ended the transaction. Their retries (the
+ * one-by-one retry of a split chunk, or the `block` policy's) fail at once instead of running a handler
+ * that commits on its own again; a restart (with the fixed handler) forgets them.
+ */
 const endedByPool = new WeakMap<Pool, Set<string>>();
 const ENDED_MEMORY = 10_000;
 const endedKey = (consumer: string, id: string) => `${consumer}\u0000${id}`;
@@ -176,7 +180,8 @@ function handlerEndedTransaction(id: string): OutboxError {
   return new OutboxError(
     'HANDLER_ENDED_TRANSACTION',
     `The handler of event ${id} (or a handler sharing its transaction) ended the router's transaction itself: it ran COMMIT or ROLLBACK on ctx.tx, or an ORM given ctx.tx did. ` +
-      'Its writes may be partly committed outside the inbox transaction. Let the router own the transaction (use savepoints for nested work), check the effects, then replay.',
+      'Its writes may be partly committed outside the inbox transaction, and this router process fails the event at once from now on (it never re-runs such a handler). ' +
+      'Let the router own the transaction (use savepoints for nested work), deploy the fix, check the effects, then replay.',
     { retriable: false, details: { id } },
   );
 }
