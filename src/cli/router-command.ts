@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
 import { createRouter, createRouterMetrics, DEFAULT_TOPICS, startHealthServer, type Handlers } from '../router';
+import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -34,7 +35,9 @@ function loadHandlers(path: string): Handlers {
 
 interface RouterCommandOptions {
   handlers: string;
-  consumer: string;
+  consumer?: string;
+  groupId?: string;
+  allowGroupIdMismatch: boolean;
   maxAttempts: number;
   metricsPort: number;
   metricsHost: string;
@@ -42,7 +45,10 @@ interface RouterCommandOptions {
   lanes: number;
   maxTransactionRecords: number;
   block?: string[];
-  unknownEventType: 'dead-letter' | 'skip';
+  unknownEventType: UnknownEventTypePolicy;
+  unknownEventTypeFor: Record<string, UnknownEventTypePolicy>;
+  dlqRetentionMs: number;
+  dlqReplicationFactor: number;
   handlerTimeoutMs: number;
   topics: string;
 }
@@ -53,6 +59,21 @@ function topicsPattern(source: string): RegExp {
   } catch (error) {
     throw new OutboxError('CONFIG_INVALID', `--topics ${JSON.stringify(source)} is not a valid regular expression (${(error as Error).message}); e.g. --topics '^outbox\\.event\\.(order|payment)$'.`);
   }
+}
+
+/** `--unknown-event-type-for order=block` (repeatable): one aggregate type's policy for event types without a handler. */
+function unknownEventTypeFor(value: string, previous: Record<string, UnknownEventTypePolicy>): Record<string, UnknownEventTypePolicy> {
+  const at = value.indexOf('=');
+  const [type, policy] = [value.slice(0, at), value.slice(at + 1)];
+  if (at < 1 || !(UNKNOWN_EVENT_TYPE_POLICIES as readonly string[]).includes(policy)) {
+    throw new OutboxError('CONFIG_INVALID', `--unknown-event-type-for ${JSON.stringify(value)} must be <aggregateType>=<${UNKNOWN_EVENT_TYPE_POLICIES.join('|')}>, e.g. --unknown-event-type-for order=block.`);
+  }
+  return { ...previous, [type]: policy as UnknownEventTypePolicy };
+}
+
+function retentionMs(value: string): number {
+  if (value === '-1') return -1;
+  return nonNegativeInt('--dlq-retention-ms', value);
 }
 
 function nonNegativeInt(flag: string, value: string): number {
@@ -77,7 +98,9 @@ export function routerCommand(): Command {
     ),
   )
     .requiredOption('--handlers <module>', 'a .js module whose default export maps aggregate type → event type → async (event, ctx)')
-    .option('--consumer <name>', 'consumer name: the inbox key and the Kafka group id', 'outbox-router')
+    .option('--consumer <name>', 'consumer name: the inbox key and the Kafka group id (required except on the local stack, where it defaults to outbox-router)')
+    .option('--group-id <id>', 'Kafka consumer group, if not the consumer name (needs --allow-group-id-mismatch)')
+    .option('--allow-group-id-mismatch', 'accept a --group-id other than --consumer (the inbox is keyed by consumer)', false)
     .addOption(new Option('--max-attempts <n>', 'handler attempts before dead-lettering (or blocking)').default(5).argParser(positiveInt('--max-attempts')))
     .addOption(new Option('--metrics-port <port>', '/metrics and /healthz port (0: any free port)').default(STACK_PORTS.routerMetrics).argParser((v) => Number.parseInt(v, 10)))
     .option('--metrics-host <host>', 'address for /metrics and /healthz', STACK_HOST)
@@ -86,7 +109,10 @@ export function routerCommand(): Command {
     .addOption(new Option('--lanes <n>', 'parallel lanes per partition (by key hash; each key stays in order)').default(1).argParser(positiveInt('--lanes')))
     .addOption(new Option('--max-transaction-records <n>', 'consecutive records applied in one inbox transaction').default(50).argParser(positiveInt('--max-transaction-records')))
     .option('--block <aggregateTypes...>', "aggregate types whose failing records hold their partition (retried forever) instead of being dead-lettered")
-    .addOption(new Option('--unknown-event-type <action>', 'an event type with no handler').choices(['dead-letter', 'skip']).default('dead-letter'))
+    .addOption(new Option('--unknown-event-type <action>', 'an event type with no handler: dead-letter, skip (counted), or block its partition').choices([...UNKNOWN_EVENT_TYPE_POLICIES]).default('dead-letter'))
+    .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable)').argParser(unknownEventTypeFor).default({}, 'none'))
+    .addOption(new Option('--dlq-retention-ms <ms>', 'retention.ms of the dead-letter topics the router creates (-1: forever)').default(-1).argParser(retentionMs))
+    .addOption(new Option('--dlq-replication-factor <n>', 'replication factor of the dead-letter topics the router creates').default(1).argParser(positiveInt('--dlq-replication-factor')))
     .addOption(new Option('--handler-timeout-ms <ms>', 'a handler running longer fails its attempt (0: no limit)').default(30_000).argParser((v) => nonNegativeInt('--handler-timeout-ms', v)))
     .action(
       action(async (opts: RouterCommandOptions, command: Command) => {
@@ -100,6 +126,8 @@ export function routerCommand(): Command {
           handlers,
           codec,
           consumer: opts.consumer,
+          groupId: opts.groupId,
+          allowGroupIdMismatch: opts.allowGroupIdMismatch,
           topics: topicsPattern(opts.topics),
           maxAttempts: opts.maxAttempts,
           partitionsConsumedConcurrently: opts.partitions,
@@ -107,6 +135,9 @@ export function routerCommand(): Command {
           maxTransactionRecords: opts.maxTransactionRecords,
           policies: Object.fromEntries((opts.block ?? []).map((t) => [t, 'block' as const])),
           unknownEventType: opts.unknownEventType,
+          unknownEventTypes: opts.unknownEventTypeFor,
+          dlqRetentionMs: opts.dlqRetentionMs,
+          dlqReplicationFactor: opts.dlqReplicationFactor,
           handlerTimeoutMs: opts.handlerTimeoutMs,
           logger: log,
           onEvent: metrics.onEvent,
@@ -121,7 +152,7 @@ export function routerCommand(): Command {
           },
         });
         await router.start();
-        log.info({ consumer: opts.consumer, handlers: Object.keys(handlers), metrics: `http://${opts.metricsHost}:${http.port}/metrics` }, 'router started');
+        log.info({ handlers: Object.keys(handlers), metrics: `http://${opts.metricsHost}:${http.port}/metrics` }, 'router started');
         await new Promise<void>((resolveStop) => {
           const stop = (signal: string) => {
             log.info({ signal }, 'router stopping: finishing in-flight work, committing offsets');

@@ -8,9 +8,9 @@ import { backoffDelay, sleepUnlessAborted } from '../retry';
 import { createLogger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { ParkedKeys } from './parked';
-import { runPartitionBatch } from './partition-batch';
+import { linkedAbort, runPartitionBatch } from './partition-batch';
 import type { RecordDeps } from './process-record';
-import { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
+import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor, isDlqTopic } from './topics';
 import type { RouterEventName, RouterStats } from './types';
 
 export interface Router {
@@ -24,7 +24,7 @@ export interface Router {
 }
 
 /**
- * Routed topics → handlers, exactly once in effect (DESIGN.md, "router").
+ * Routed topics → handlers, exactly once in effect (docs/router.md).
  *
  * Why eachBatch with manual resolveOffset: a record's offset is resolved only after its inbox
  * transaction has committed (or its dead letter is written), so a crash anywhere before leaves the
@@ -35,7 +35,10 @@ export interface Router {
  * hash with each key in order; consecutive records share an inbox transaction (`maxTransactionRecords`).
  */
 const WARN_EVENTS = new Set<RouterEventName>(['router.dead-letter', 'router.wait', 'router.blocked', 'router.chunk-split']);
-const INFO_EVENTS = new Set<RouterEventName>(['router.retry', 'router.unblocked', 'router.skipped', 'router.topics-changed']);
+const INFO_EVENTS = new Set<RouterEventName>(['router.retry', 'router.unblocked', 'router.skipped', 'router.topics-changed', 'router.group-join', 'router.revoked']);
+
+/** kafkajs's heartbeat errors that mean the group is rebalancing or has moved on without this member. */
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
 
 export function createRouter(options: RouterOptions): Router {
   const settings = resolveSettings(options);
@@ -63,11 +66,47 @@ export function createRouter(options: RouterOptions): Router {
   /** In a consumer group with partitions assigned (false after a crash until kafkajs rejoins). */
   let joined = false;
 
+  const heartbeatIntervalMs = Math.max(500, Math.floor(settings.sessionTimeoutMs / 10));
+  const aggregateTypeOf = options.aggregateTypeOf ?? defaultAggregateTypeOf;
+  const dlqTopicFor = options.dlqTopicFor ?? defaultDlqTopicFor;
   const parkedTable = qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
 
+  /**
+   * kafkajs heartbeats only between batches (no background heartbeat): a chunk of slow handlers would
+   * outlive the session timeout and the partition would move while it is still being applied. So a
+   * timer heartbeats during the batch (kafkajs throttles it to heartbeatInterval); when the group
+   * rebalances, the batch is revoked: no new transaction starts and no offset is resolved.
+   */
   async function eachBatch(payload: EachBatchPayload): Promise<void> {
-    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
-    const aggregateTypeOf = options.aggregateTypeOf ?? defaultAggregateTypeOf;
+    const { batch, heartbeat } = payload;
+    const revocation = new AbortController();
+    /** Cuts the batch's waits short when the router stops or the partition is revoked. */
+    const waits = linkedAbort(abort.signal);
+    const revoke = (error: Error) => {
+      if (revocation.signal.aborted) return;
+      revocation.abort();
+      waits.abort();
+      emit('router.revoked', { topic: batch.topic, partition: batch.partition, error: error.message });
+    };
+    const beat = async () => {
+      try {
+        await heartbeat();
+      } catch (error) {
+        if (REBALANCE_ERRORS.has((error as { type?: string }).type ?? '')) revoke(error as Error);
+        throw error;
+      }
+    };
+    const timer = setInterval(() => void beat().catch(() => {}), heartbeatIntervalMs);
+    try {
+      await consumeBatch(payload, beat, revocation.signal, waits.signal);
+    } finally {
+      clearInterval(timer);
+      waits.dispose();
+    }
+  }
+
+  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const deps: RecordDeps = {
       handlers: options.handlers,
       codec: options.codec ?? codec,
@@ -78,21 +117,24 @@ export function createRouter(options: RouterOptions): Router {
       backoff: settings.backoff,
       infrastructureBackoff: settings.infrastructureBackoff,
       aggregateTypeOf,
-      dlqTopicFor: options.dlqTopicFor ?? defaultDlqTopicFor,
+      dlqTopicFor,
       sendDeadLetter: async (topic, message) => {
+        // Never auto-created with broker defaults (a finite retention would delete the only copy).
+        await ensureDlqs(new Map([[topic, batch.topic]]));
         await (producer as Producer).send({ topic, acks: -1, messages: [message] });
       },
       heartbeat,
-      signal: abort.signal,
+      signal: waits,
       stats,
       emit,
       random: options.random,
       policyFor: (aggregateType) => settings.policies[aggregateType] ?? settings.defaultPolicy,
       unknownEventType: settings.unknownEventType,
+      unknownEventTypes: settings.unknownEventTypes,
       handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
       payloadSchemas: options.payloadSchemas,
     };
-    const stopped = () => !isRunning() || isStale() || abort.signal.aborted;
+    const stopped = () => !isRunning() || isStale() || abort.signal.aborted || revoked.aborted;
     if (settings.parkKeys) {
       const keys = batch.messages.map((m) => (m.key ? m.key.toString('utf8') : ''));
       for (let wait = 1; ; wait++) {
@@ -116,6 +158,7 @@ export function createRouter(options: RouterOptions): Router {
         await heartbeat();
       },
       stopped,
+      revoked: () => revoked.aborted || isStale(),
     });
     // Records behind the high watermark once this batch is done (the consumer-lag gauge).
     const position = last ?? (batch.messages.length > 0 ? String(BigInt((batch.messages[0] as { offset: string }).offset) - 1n) : undefined);
@@ -127,27 +170,78 @@ export function createRouter(options: RouterOptions): Router {
   const codec = options.codec ?? createCodec({ registry: config.registry });
 
   const topicPattern = options.topics ?? DEFAULT_TOPICS;
+  // Refused before anything connects; the topics that exist are checked again at start().
+  assertNotDlqPattern(topicPattern);
   let subscribed = new Set<string>();
   let refreshTimer: NodeJS.Timeout | undefined;
   let admin: Admin | undefined;
 
-  async function matchingTopics(): Promise<Set<string>> {
+  /** Routed topics matching the pattern. Dead-letter topics are never among them (see assertNotDlqPattern). */
+  async function matchingTopics(check: boolean): Promise<Set<string>> {
     const all = await (admin as Admin).listTopics();
-    return new Set(all.filter((t) => topicPattern.test(t)).sort());
+    const matches = all.filter((t) => topicPattern.test(t));
+    const dlqs = new Set([...all.filter(isDlqTopic), ...matches.map((t) => dlqTopicFor(t, aggregateTypeOf(t)))]);
+    if (check) assertNotDlqPattern(topicPattern, [...dlqs]);
+    return new Set(matches.filter((t) => !dlqs.has(t)).sort());
   }
+
+  /** Dead-letter topics known to exist (created by this router or found). */
+  const dlqTopics = new Set<string>();
+  /**
+   * Each routed topic's DLQ, created explicitly (idempotently): the DLQ holds the only copy of a dead
+   * letter, so it keeps it forever by default (dlqRetentionMs), with dlqReplicationFactor replicas and
+   * the source's partition count (a key's dead letters stay in one partition, in order).
+   */
+  async function ensureDlqTopics(sources: readonly string[]): Promise<void> {
+    await ensureDlqs(new Map(sources.map((t) => [dlqTopicFor(t, aggregateTypeOf(t)), t] as const)));
+  }
+
+  /** dead-letter topic → its routed (source) topic. */
+  async function ensureDlqs(wanted: Map<string, string>): Promise<void> {
+    for (const dlq of wanted.keys()) if (dlqTopics.has(dlq)) wanted.delete(dlq);
+    if (wanted.size === 0) return;
+    const existing = new Set(await (admin as Admin).listTopics());
+    for (const dlq of [...wanted.keys()].filter((d) => existing.has(d))) {
+      dlqTopics.add(dlq);
+      wanted.delete(dlq);
+    }
+    if (wanted.size === 0) return;
+    const { topics } = await (admin as Admin).fetchTopicMetadata({ topics: [...new Set(wanted.values())] });
+    const partitionsOf = new Map(topics.map((t) => [t.name, t.partitions.length]));
+    // createTopics answers false (no error) for a topic that already exists, e.g. made by another replica.
+    await (admin as Admin).createTopics({
+      waitForLeaders: true,
+      topics: [...wanted].map(([dlq, source]) => ({
+        topic: dlq,
+        numPartitions: partitionsOf.get(source) ?? 1,
+        replicationFactor: settings.dlqReplicationFactor,
+        configEntries: [{ name: 'retention.ms', value: String(settings.dlqRetentionMs) }],
+      })),
+    });
+    for (const [dlq, source] of wanted) {
+      dlqTopics.add(dlq);
+      logger.info({ event: 'router.dlq-created', topic: dlq, source, partitions: partitionsOf.get(source) ?? 1, retentionMs: settings.dlqRetentionMs }, 'router.dlq-created');
+    }
+  }
+
+  /** A consumer that is connected, subscribed and running (false while a re-subscribe is retried). */
+  let consuming = false;
 
   async function startConsumer(topics: Set<string>): Promise<void> {
     const c = kafka.consumer({
       groupId: settings.groupId,
       maxWaitTimeInMs: settings.maxWaitTimeInMs,
       sessionTimeout: settings.sessionTimeoutMs,
-      heartbeatInterval: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
+      heartbeatInterval: heartbeatIntervalMs,
       allowAutoTopicCreation: false,
     });
     consumer = c;
     joined = false;
-    c.on(c.events.GROUP_JOIN, () => {
-      if (consumer === c) joined = true;
+    c.on(c.events.GROUP_JOIN, (e) => {
+      if (consumer !== c) return;
+      joined = true;
+      // A hook for what must follow an assignment (e.g. reloading state for the partitions now owned).
+      emit('router.group-join', { groupId: e.payload.groupId, memberId: e.payload.memberId, assignment: e.payload.memberAssignment });
     });
     c.on(c.events.CRASH, (e) => {
       // kafkajs restarts itself after a retriable crash; until it rejoins, the router is not healthy.
@@ -157,21 +251,30 @@ export function createRouter(options: RouterOptions): Router {
     c.on(c.events.STOP, () => {
       if (consumer === c) joined = false;
     });
-    await c.connect();
-    subscribed = topics;
-    // An explicit list, not the pattern: kafkajs resolves a pattern once, at subscribe. New topics are
-    // found by refreshTopics() and picked up by re-subscribing (a short rebalance, no restart).
-    if (topics.size > 0) await c.subscribe({ topics: [...topics], fromBeginning: settings.fromBeginning });
-    if (topics.size > 0) {
-      await c.run({
-        eachBatchAutoResolve: false,
-        autoCommit: true,
-        autoCommitInterval: 1_000,
-        partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
-        eachBatch,
-      });
-    } else {
-      logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, 'no routed topics yet; waiting for the first one');
+    try {
+      await c.connect();
+      // Best effort here; sendDeadLetter makes sure again before the first dead letter.
+      await ensureDlqTopics([...topics]).catch((e: Error) => logger.warn({ event: 'router.dlq-create-failed', error: e.message }, 'router: could not create the dead-letter topics yet; will try before the first dead letter'));
+      subscribed = topics;
+      // An explicit list, not the pattern: kafkajs resolves a pattern once, at subscribe. New topics are
+      // found by refreshTopics() and picked up by re-subscribing (a short rebalance, no restart).
+      if (topics.size > 0) {
+        await c.subscribe({ topics: [...topics], fromBeginning: settings.fromBeginning });
+        await c.run({
+          eachBatchAutoResolve: false,
+          autoCommit: true,
+          autoCommitInterval: 1_000,
+          partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
+          eachBatch,
+        });
+      } else {
+        logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, 'no routed topics yet; waiting for the first one');
+      }
+      consuming = true;
+    } catch (error) {
+      if (consumer === c) consumer = undefined;
+      await c.disconnect().catch(() => {});
+      throw error;
     }
   }
 
@@ -180,15 +283,28 @@ export function createRouter(options: RouterOptions): Router {
     if (refreshing || state !== 'running') return;
     refreshing = true;
     try {
-      const now = await matchingTopics();
+      const now = await matchingTopics(false);
       const added = [...now].filter((t) => !subscribed.has(t));
       if (added.length === 0 || state !== 'running') return;
       emit('router.topics-changed', { added, topics: now.size });
       const old = consumer;
       consumer = undefined;
+      consuming = false;
       // Finishes the batch in hand and commits its offsets before the new subscription joins.
       await old?.disconnect().catch((e: Error) => logger.warn({ error: e.message }, 'router: consumer disconnect before re-subscribe failed'));
-      if (state === 'running') await startConsumer(now);
+      // The old consumer is gone: until a new one runs the router consumes nothing (and says so on
+      // /healthz), so this is retried until it works or the router stops.
+      for (let attempt = 1; state === 'running'; attempt++) {
+        try {
+          await startConsumer(now);
+          break;
+        } catch (error) {
+          const delayMs = backoffDelay(attempt, settings.infrastructureBackoff, options.random);
+          stats.infrastructureRetries++;
+          logger.error({ event: 'router.resubscribe-failed', error: (error as Error).message, attempt, delayMs }, 'router: re-subscribing failed; consuming nothing until it works, retrying');
+          if (!(await sleepUnlessAborted(delayMs, abort.signal))) break;
+        }
+      }
     } catch (error) {
       logger.warn({ event: 'router.topics-refresh-failed', error: (error as Error).message }, 'router: could not refresh the topic list; will try again');
     } finally {
@@ -204,12 +320,13 @@ export function createRouter(options: RouterOptions): Router {
       pool = options.pool ?? createPool(config.database, { application_name: `outbox-router:${settings.consumer}`, max: settings.poolSize }, (error) => logger.warn({ err: error.message }, 'router.db-idle-error'));
       // Not idempotent (kafkajs wants endless retries for that): a rare duplicate dead letter is harmless,
       // since a replayed one goes through the inbox again.
-      producer = kafka.producer({ allowAutoTopicCreation: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+      // No auto-creation: DLQ topics are created explicitly with their retention (ensureDlqTopics).
+      producer = kafka.producer({ allowAutoTopicCreation: false, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
       admin = kafka.admin();
       try {
         await producer.connect();
         await admin.connect();
-        await startConsumer(await matchingTopics());
+        await startConsumer(await matchingTopics(true));
       } catch (error) {
         await this.stop();
         throw error;
@@ -218,7 +335,19 @@ export function createRouter(options: RouterOptions): Router {
         refreshTimer = setInterval(() => void refreshTopics(), settings.topicRefreshMs);
         refreshTimer.unref();
       }
-      logger.info({ event: 'router.started', consumer: settings.consumer, groupId: settings.groupId, topics: [...subscribed] }, 'router.started');
+      const unknown = [settings.unknownEventType, ...Object.entries(settings.unknownEventTypes).map(([t, p]) => `${t}: ${p}`)].join(', ');
+      logger.info(
+        {
+          event: 'router.started',
+          consumer: settings.consumer,
+          groupId: settings.groupId,
+          topics: [...subscribed],
+          unknownEventType: settings.unknownEventType,
+          unknownEventTypes: settings.unknownEventTypes,
+          dlqRetentionMs: settings.dlqRetentionMs,
+        },
+        `router.started (event types without a handler: ${unknown})`,
+      );
     },
 
     async stop() {
@@ -234,12 +363,13 @@ export function createRouter(options: RouterOptions): Router {
       await admin?.disconnect().catch(() => {});
       if (!options.pool) await pool?.end().catch(() => {});
       consumer = producer = pool = admin = undefined;
+      consuming = false;
       state = 'idle';
       logger.info({ event: 'router.stopped', ...stats }, 'router.stopped');
     },
 
     stats: () => ({ ...stats }),
 
-    health: () => ({ running: state === 'running', joined: state === 'running' && (joined || subscribed.size === 0) }),
+    health: () => ({ running: state === 'running', joined: state === 'running' && consuming && consumer !== undefined && (joined || subscribed.size === 0) }),
   };
 }

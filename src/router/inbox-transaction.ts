@@ -63,6 +63,9 @@ export async function applyOnce(
  * second try. An id twice in one chunk is applied once: the second is a duplicate.
  */
 export async function applyMany(pool: Pool, inboxTable: string, consumer: string, items: readonly InboxItem[], options: ApplyOptions = {}): Promise<ApplyResult[]> {
+  const ended = endedEvents(pool);
+  const known = items.find((i) => ended.has(endedKey(consumer, i.id)));
+  if (known) throw new HandlerFailed(handlerEndedTransaction(known.id));
   let client: PoolClient;
   try {
     client = await pool.connect();
@@ -71,16 +74,18 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
   }
   let broken = false;
   try {
-    let fresh: Set<string>;
+    let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
       await client.query('BEGIN');
-      fresh = await insertInbox(client, inboxTable, consumer, items);
+      inbox = await insertInbox(client, inboxTable, consumer, items);
     } catch (error) {
       throw new InboxUnavailable(error);
     }
+    const { fresh, txid } = inbox;
+    const applied = new Set(fresh);
     const results: ApplyResult[] = [];
-    for (const item of items) {
-      const isNew = fresh.delete(item.id);
+    for (const [index, item] of items.entries()) {
+      const isNew = fresh.delete(item.id.toLowerCase());
       if (isNew) {
         try {
           await withTimeout(item.run(client), options.handlerTimeoutMs, item.id);
@@ -95,11 +100,28 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
           throw new InboxUnavailable(error);
         }
       }
+      // Free (no round trip): the last ReadyForQuery said the connection is outside any transaction.
+      if (transactionStatus(client) === 'I') {
+        await endedTransaction(client, inboxTable, consumer, ended, items.slice(index), applied);
+      }
       results.push(isNew ? 'applied' : 'duplicate');
     }
     if (results.every((r) => r === 'duplicate') && !items.some((i) => i.afterInbox)) {
       await client.query('ROLLBACK').catch(() => {});
       return results;
+    }
+    // A handler that ran COMMIT and then BEGIN leaves a transaction open, but not ours: compare ids.
+    if (txid !== undefined && transactionStatus(client) !== 'E') {
+      let now: string | null;
+      try {
+        now = (await client.query<{ txid: string | null }>('SELECT txid_current_if_assigned()::text AS txid')).rows[0]?.txid ?? null;
+      } catch (error) {
+        throw new InboxUnavailable(error);
+      }
+      if (now !== txid) {
+        // Which handler did it is unknown in a chunk: every new event of it is failed (loudly), none re-run.
+        await endedTransaction(client, inboxTable, consumer, ended, items.length === 1 ? items : items.filter((i) => applied.has(i.id.toLowerCase())), applied, items.length > 1);
+      }
     }
     let committed: { command: string };
     try {
@@ -130,24 +152,87 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
   }
 }
 
+/**
+ * The ReadyForQuery status pg last saw: 'I' idle (no transaction), 'T' in one, 'E' in a failed one.
+ * undefined on a pg without it; the txid comparison before COMMIT still catches the handler then.
+ */
+function transactionStatus(client: PoolClient): string | undefined {
+  const c = client as PoolClient & { getTransactionStatus?: () => string | null; _txStatus?: string | null };
+  return (c.getTransactionStatus ? c.getTransactionStatus() : c._txStatus) ?? undefined;
+}
+
+/**
+ * Per pool, `consumer id` keys of events whose handler ended the transaction. Their retries (the
+ * one-by-one retry of a split chunk, or the `block` policy's) fail at once instead of running a handler
+ * that commits on its own again; a restart (with the fixed handler) forgets them.
+ */
+const endedByPool = new WeakMap<Pool, Set<string>>();
+const ENDED_MEMORY = 10_000;
+const endedKey = (consumer: string, id: string) => `${consumer}\u0000${id}`;
+
+function endedEvents(pool: Pool): Set<string> {
+  let set = endedByPool.get(pool);
+  if (!set) endedByPool.set(pool, (set = new Set()));
+  return set;
+}
+
+function handlerEndedTransaction(id: string): OutboxError {
+  return new OutboxError(
+    'HANDLER_ENDED_TRANSACTION',
+    `The handler of event ${id} (or a handler sharing its transaction) ended the router's transaction itself: it ran COMMIT or ROLLBACK on ctx.tx, or an ORM given ctx.tx did. ` +
+      'Its writes may be partly committed outside the inbox transaction, and this router process fails the event at once from now on (it never re-runs such a handler). ' +
+      'Let the router own the transaction (use savepoints for nested work), deploy the fix, check the effects, then replay.',
+    { retriable: false, details: { id } },
+  );
+}
+
+/**
+ * A handler ended the transaction the router opened. `rest` starts with the event whose handler did it:
+ * it is failed (not retried, never counted as applied), and the inbox rows of the events after it,
+ * which its COMMIT may have committed without their effects, are deleted so they are applied again.
+ * `unattributed`: the culprit is unknown, so every event of `rest` is failed and its row kept.
+ */
+async function endedTransaction(
+  client: PoolClient,
+  inboxTable: string,
+  consumer: string,
+  ended: Set<string>,
+  rest: readonly InboxItem[],
+  applied: ReadonlySet<string>,
+  unattributed = false,
+): Promise<never> {
+  const [culprit, ...after] = rest;
+  const failed = unattributed ? rest : culprit ? [culprit] : [];
+  for (const item of failed) ended.add(endedKey(consumer, item.id));
+  while (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
+  const lost = unattributed ? [] : after.filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id);
+  await client.query('ROLLBACK').catch(() => {});
+  if (lost.length > 0) {
+    try {
+      await client.query(`DELETE FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [consumer, lost]);
+    } catch {
+      // Cannot give them back: fail them too rather than let their retries count as duplicates.
+      for (const id of lost) ended.add(endedKey(consumer, id));
+    }
+  }
+  throw new HandlerFailed(handlerEndedTransaction((culprit as InboxItem).id));
+}
+
 async function terminate(pool: Pool, client: PoolClient): Promise<void> {
   const pid = (client as PoolClient & { processID?: number }).processID;
   if (pid) await pool.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => {});
 }
 
-async function insertInbox(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<Set<string>> {
-  if (items.length === 1) {
-    const result = await client.query(`INSERT INTO ${inboxTable} (consumer, message_id, processed_at) VALUES ($1, $2, now()) ON CONFLICT DO NOTHING`, [
-      consumer,
-      (items[0] as InboxItem).id,
-    ]);
-    return new Set(result.rowCount ? [(items[0] as InboxItem).id] : []);
-  }
-  const result = await client.query<{ message_id: string }>(
-    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT $1, id, now() FROM unnest($2::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id`,
+/**
+ * The new inbox rows, and the transaction id that wrote them (returned by the same statement: no extra
+ * round trip). No new row: no handler runs, so no id is needed.
+ */
+async function insertInbox(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
+  const result = await client.query<{ message_id: string; txid: string }>(
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT $1, id, now() FROM unnest($2::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`,
     [consumer, items.map((i) => i.id)],
   );
-  return new Set(result.rows.map((r) => r.message_id));
+  return { fresh: new Set(result.rows.map((r) => r.message_id.toLowerCase())), txid: result.rows[0]?.txid };
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number | undefined, id: string): Promise<T> {

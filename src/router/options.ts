@@ -2,20 +2,31 @@ import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import type { Codec } from '../codec';
-import type { OutboxConfig } from '../config';
+import { isLocalStackDatabase, type OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
 import type { PayloadSchemas } from './process-record';
 import type { Handlers, RouterEventListener } from './types';
 
+export const UNKNOWN_EVENT_TYPE_POLICIES = ['dead-letter', 'skip', 'block'] as const;
+export type UnknownEventTypePolicy = (typeof UNKNOWN_EVENT_TYPE_POLICIES)[number];
+
+/** The consumer name on the local stack when none is given (and the CLI's documented default there). */
+export const LOCAL_STACK_CONSUMER = 'outbox-router';
+
 /** Scalar settings, validated once; defaults live here. */
 const settingsSchema = z
   .object({
-    /** The inbox's `consumer` column: one per logical consumer, shared by its replicas. */
-    consumer: z.string().min(1).max(200).default('outbox-router'),
+    /**
+     * The inbox's `consumer` column: one per logical consumer, shared by its replicas. Required outside
+     * the local stack: two services that both kept a default would share a group and an inbox.
+     */
+    consumer: z.string().min(1).max(200).optional(),
     /** Kafka consumer group; defaults to `consumer`. */
     groupId: z.string().min(1).optional(),
+    /** A groupId other than `consumer` is refused unless this is set (the inbox is keyed by consumer, not group). */
+    allowGroupIdMismatch: z.boolean().default(false),
     /** Attempts of a failing handler, the first included, before the record is dead-lettered. */
     maxAttempts: z.number().int().min(1).max(1_000).default(5),
     backoff: z.object({ initialDelayMs: z.number().int().min(0).default(200), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({}),
@@ -43,8 +54,14 @@ const settingsSchema = z
     /** What to do with a record still failing after maxAttempts, per aggregate type (default: defaultPolicy). */
     policies: z.record(z.string(), z.enum(['dead-letter', 'block'])).default({}),
     defaultPolicy: z.enum(['dead-letter', 'block']).default('dead-letter'),
-    /** An event type with no handler: dead-letter (default) or skip (count it and move on). */
-    unknownEventType: z.enum(['dead-letter', 'skip']).default('dead-letter'),
+    /** An event type with no handler: dead-letter (default), skip (count it and move on) or block (hold the partition). */
+    unknownEventType: z.enum(UNKNOWN_EVENT_TYPE_POLICIES).default('dead-letter'),
+    /** Per aggregate type, overriding unknownEventType. */
+    unknownEventTypes: z.record(z.string(), z.enum(UNKNOWN_EVENT_TYPE_POLICIES)).default({}),
+    /** Dead-letter topics the router creates: retention (-1: forever; the DLQ is the only copy of a dead letter). */
+    dlqRetentionMs: z.number().int().min(-1).default(-1),
+    /** Replication factor of the dead-letter topics it creates (1 suits the one-broker local stack only). */
+    dlqReplicationFactor: z.number().int().min(1).max(32).default(1),
     /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
     handlerTimeoutMs: z.number().int().min(0).default(30_000),
     /** How often the topic list is checked for new routed topics (subscribed without a restart). 0: never. */
@@ -91,7 +108,11 @@ export interface ResolvedSettings {
   maxTransactionRecords: number;
   policies: Readonly<Record<string, 'dead-letter' | 'block'>>;
   defaultPolicy: 'dead-letter' | 'block';
-  unknownEventType: 'dead-letter' | 'skip';
+  unknownEventType: UnknownEventTypePolicy;
+  unknownEventTypes: Readonly<Record<string, UnknownEventTypePolicy>>;
+  dlqRetentionMs: number;
+  dlqReplicationFactor: number;
+  allowGroupIdMismatch: boolean;
   handlerTimeoutMs: number;
   topicRefreshMs: number;
   parkKeys: boolean;
@@ -115,9 +136,28 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
     }
   }
   const s = parsed.data;
+  const consumer = s.consumer ?? (isLocalStackDatabase(options.config.database) ? LOCAL_STACK_CONSUMER : undefined);
+  if (consumer === undefined) {
+    throw new OutboxError(
+      'CONFIG_INVALID',
+      `The router needs a consumer name for the database at ${options.config.database.host}:${options.config.database.port} (only the local stack gets the default ${JSON.stringify(LOCAL_STACK_CONSUMER)}). ` +
+        'The name keys the inbox and is the Kafka group id: two services that both kept the default would share them and dead-letter each other\'s event types. ' +
+        'Pass consumer (--consumer <service-name>), the same for every replica of one service.',
+    );
+  }
+  const groupId = s.groupId ?? consumer;
+  if (groupId !== consumer && !s.allowGroupIdMismatch) {
+    throw new OutboxError(
+      'CONFIG_INVALID',
+      `groupId ${JSON.stringify(groupId)} differs from consumer ${JSON.stringify(consumer)}. The inbox is keyed by consumer: routers in different groups with one consumer ` +
+        'name each receive every record and skip each other\'s as duplicates, and one group with two consumer names applies records twice. ' +
+        'Drop groupId (it defaults to consumer), or pass allowGroupIdMismatch: true (--allow-group-id-mismatch) if that is what you mean.',
+    );
+  }
   return Object.freeze({
     ...s,
-    groupId: s.groupId ?? s.consumer,
+    consumer,
+    groupId,
     poolSize: s.poolSize ?? s.partitionsConsumedConcurrently * s.lanes + 2,
   });
 }

@@ -1,5 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { applyChunk, chunkable, finishRecord, prepareRecord, type Outcome, type Ready, type RecordDeps } from './process-record';
+import { headerText } from './record-headers';
 
 export interface BatchOptions {
   /** Lanes per partition: records are spread by key hash, each lane keeps its keys in offset order. */
@@ -10,7 +11,10 @@ export interface BatchOptions {
   resolveOffset(offset: string): void;
   /** Lets kafkajs commit and heartbeat between transactions. */
   progress(): Promise<void>;
+  /** The router is stopping or the partition is no longer ours: start no new record. */
   stopped(): boolean;
+  /** The partition was taken away (a rebalance): its offsets belong to another member now, resolve none. */
+  revoked(): boolean;
 }
 
 /**
@@ -21,13 +25,19 @@ export interface BatchOptions {
  * not committed past an unfinished one in a slow lane, so a crash redelivers (and the inbox skips)
  * rather than loses. Returns the last resolved offset, or undefined when none was.
  */
-export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], deps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], batchDeps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+  // A failing lane aborts its siblings' retry and backoff waits, so they stop within one record.
+  const failure = linkedAbort(batchDeps.signal);
+  const deps: RecordDeps = { ...batchDeps, signal: failure.signal };
   const finished = new Array<boolean>(messages.length).fill(false);
   let next = 0;
   let lastResolved: string | undefined;
+  /** Set when a lane throws: its siblings start no new record, and the error is rethrown once all settle. */
+  let failed = false;
+  const stopped = () => failed || options.stopped();
   const done = (index: number) => {
     finished[index] = true;
-    while (next < messages.length && finished[next]) {
+    while (next < messages.length && finished[next] && !options.revoked()) {
       lastResolved = (messages[next] as KafkaMessage).offset;
       options.resolveOffset(lastResolved);
       next++;
@@ -61,7 +71,9 @@ export async function runPartitionBatch(topic: string, partition: number, messag
     };
 
     for (const index of indices) {
-      if (options.stopped()) break;
+      if (stopped()) break;
+      // A record that will hold the lane (no handler, policy block) must not hold the ready ones before it.
+      if (pending.length > 0 && blocksLane(topic, messages[index] as KafkaMessage, deps) && !(await flush())) return;
       const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps);
       if (prepared.kind === 'aborted') break;
       if (options.maxTransactionRecords > 1 && chunkable(prepared, deps)) {
@@ -75,11 +87,46 @@ export async function runPartitionBatch(topic: string, partition: number, messag
       done(index);
       await options.progress();
     }
-    if (!options.stopped()) await flush();
+    if (!stopped()) await flush();
   };
 
-  await Promise.all(lanes.filter((l) => l.length > 0).map(runLane));
+  // Not Promise.all: it would return while sibling lanes still run handlers and resolve offsets, behind
+  // kafkajs's back (the batch is over for it, the partition may be reassigned).
+  const settled = await Promise.allSettled(
+    lanes
+      .filter((l) => l.length > 0)
+      .map((indices) =>
+        runLane(indices).catch((error: unknown) => {
+          failed = true;
+          failure.abort();
+          throw error;
+        }),
+      ),
+  );
+  failure.dispose();
+  const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (rejected) throw rejected.reason;
   return lastResolved;
+}
+
+/** Has this record no handler, under the `block` policy for unknown event types? (prepareRecord then waits on it.) */
+function blocksLane(topic: string, message: KafkaMessage, deps: RecordDeps): boolean {
+  const aggregateType = deps.aggregateTypeOf(topic);
+  if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
+  const eventType = headerText(message.headers, 'eventType');
+  return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
+}
+
+/**
+ * An AbortController that also aborts when `parent` does; dispose() unhooks it. Not AbortSignal.any:
+ * one is made per batch, and a listener must not outlive its batch on the router's long-lived signal.
+ */
+export function linkedAbort(parent: AbortSignal): AbortController & { dispose(): void } {
+  const controller = new AbortController();
+  const forward = () => controller.abort();
+  if (parent.aborted) controller.abort();
+  else parent.addEventListener('abort', forward, { once: true });
+  return Object.assign(controller, { dispose: () => parent.removeEventListener('abort', forward) });
 }
 
 /** FNV-1a over the key bytes: stable across processes, so a key's lane never depends on the instance. */

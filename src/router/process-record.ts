@@ -6,6 +6,7 @@ import { isOutboxError, OutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
 import { buildDeadLetter, isRetriableSendError, reduceDeadLetter } from './dead-letter';
 import { applyMany, applyOnce, HandlerFailed, InboxUnavailable } from './inbox-transaction';
+import type { UnknownEventTypePolicy } from './options';
 import { ParkedKeysStale, type ParkedKeys } from './parked';
 import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
 import type { EventHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
@@ -43,8 +44,10 @@ export interface RecordDeps {
   random?: () => number;
   /** Default: every aggregate type dead-letters. */
   policyFor?(aggregateType: string): FailurePolicy;
-  /** An event type with no handler: dead-letter it (default) or skip it. */
-  unknownEventType?: 'dead-letter' | 'skip';
+  /** An event type with no handler: dead-letter it (default), skip it, or block its partition. */
+  unknownEventType?: UnknownEventTypePolicy;
+  /** Per aggregate type, overriding unknownEventType. */
+  unknownEventTypes?: Readonly<Record<string, UnknownEventTypePolicy>>;
   handlerTimeoutMs?: number;
   /** Optional zod schema per aggregate type and event type: the decoded payload must pass it. */
   payloadSchemas?: PayloadSchemas;
@@ -110,7 +113,19 @@ export async function prepareRecord(topic: string, partition: number, message: K
   if (!handler) {
     const known = Object.keys(deps.handlers[aggregateType] ?? {});
     const reason = `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(headers.eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`;
-    if (deps.unknownEventType === 'skip') return { ...where, kind: 'skip', reason };
+    const policy = deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType ?? 'dead-letter';
+    if (policy === 'skip') return { ...where, kind: 'skip', reason };
+    if (policy === 'block') {
+      // A producer deployed the type before this consumer: hold the partition (order intact, nothing
+      // lost) until the router stops or a rebalance hands the partition to a router with the handler.
+      deps.emit('router.blocked', { ...whereOf(where), id: headers.id, error: reason });
+      try {
+        while (await sleepUnlessAborted(deps.backoff.maxDelayMs, deps.signal)) await deps.heartbeat();
+      } finally {
+        deps.emit('router.unblocked', { ...whereOf(where), id: headers.id, aborted: true });
+      }
+      return { kind: 'aborted' };
+    }
     return deadLetter({ code: 'HANDLER_NOT_FOUND', message: reason, attempts: 1 }, headers.id);
   }
 

@@ -58,5 +58,9 @@ export type RouterEventName =
   /** After each batch: records behind the partition's high watermark. */
   | 'router.lag'
   /** New routed topics appeared; the consumer re-subscribed. */
-  | 'router.topics-changed';
+  | 'router.topics-changed'
+  /** The consumer joined its group (kafkajs GROUP_JOIN) with `assignment`: a hook for per-assignment state. */
+  | 'router.group-join'
+  /** A heartbeat during a batch found the group rebalancing: the batch stops, its partition is no longer ours. */
+  | 'router.revoked';
 export type RouterEventListener = (name: RouterEventName, data: Record<string, unknown>) => void;

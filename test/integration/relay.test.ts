@@ -128,6 +128,7 @@ describe('polling relay', () => {
       config,
       consumer: `c-${prefix}`,
       groupId: randomName('g'),
+      allowGroupIdMismatch: true,
       topics: new RegExp(`^${prefix}\\.outbox\\.event\\.order$`),
       logger: silent,
       handlers: {

@@ -78,6 +78,7 @@ describe('router behind the real CDC pipeline', () => {
       config,
       consumer: `c-${prefix}`,
       groupId: randomName('g'),
+      allowGroupIdMismatch: true,
       topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`),
       logger: createLogger({ level: 'silent' }),
       handlers: {

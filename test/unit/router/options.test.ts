@@ -19,6 +19,7 @@ describe('resolveSettings', () => {
     expect(resolveSettings({ config, handlers })).toEqual({
       consumer: 'outbox-router',
       groupId: 'outbox-router',
+      allowGroupIdMismatch: false,
       maxAttempts: 5,
       backoff: { initialDelayMs: 200, maxDelayMs: 30_000 },
       infrastructureBackoff: { initialDelayMs: 500, maxDelayMs: 30_000 },
@@ -32,12 +33,15 @@ describe('resolveSettings', () => {
       policies: {},
       defaultPolicy: 'dead-letter',
       unknownEventType: 'dead-letter',
+      unknownEventTypes: {},
+      dlqRetentionMs: -1,
+      dlqReplicationFactor: 1,
       handlerTimeoutMs: 30_000,
       topicRefreshMs: 10_000,
       parkKeys: true,
     });
     expect(resolveSettings({ config, handlers, lanes: 4, partitionsConsumedConcurrently: 2 }).poolSize).toBe(10);
-    expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', backoff: { initialDelayMs: 5 } })).toMatchObject({
+    expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', allowGroupIdMismatch: true, backoff: { initialDelayMs: 5 } })).toMatchObject({
       consumer: 'billing',
       groupId: 'g',
       backoff: { initialDelayMs: 5, maxDelayMs: 30_000 },
@@ -49,5 +53,35 @@ describe('resolveSettings', () => {
     expect(codeOf(() => resolveSettings({ config, handlers, bogus: 1 } as never))).toMatch(/^CONFIG_INVALID/);
     expect(codeOf(() => resolveSettings({ config, handlers: {} }))).toMatch(/^CONFIG_INVALID: createRouter needs handlers/);
     expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: 'nope' } } as never }))).toMatch(/handlers\.order\.OrderCreated is a string/);
+  });
+});
+
+describe('resolveSettings: consumer naming', () => {
+  const elsewhere = { ...config, database: { ...config.database, host: 'db.internal', port: 5432 } };
+
+  it('defaults the consumer to outbox-router only on the local stack', () => {
+    expect(resolveSettings({ config, handlers }).consumer).toBe('outbox-router');
+    expect(codeOf(() => resolveSettings({ config: elsewhere, handlers }))).toMatch(/^CONFIG_INVALID: The router needs a consumer name for the database at db\.internal:5432.*--consumer/s);
+    expect(resolveSettings({ config: elsewhere, handlers, consumer: 'billing' })).toMatchObject({ consumer: 'billing', groupId: 'billing' });
+  });
+
+  it('refuses a group id other than the consumer name unless allowGroupIdMismatch', () => {
+    expect(codeOf(() => resolveSettings({ config, handlers, consumer: 'billing', groupId: 'billing-v2' }))).toMatch(
+      /^CONFIG_INVALID: groupId "billing-v2" differs from consumer "billing".*allowGroupIdMismatch/s,
+    );
+    expect(codeOf(() => resolveSettings({ config, handlers, groupId: 'other' }))).toMatch(/groupId "other" differs from consumer "outbox-router"/);
+    expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'billing' }).groupId).toBe('billing');
+    expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'billing-v2', allowGroupIdMismatch: true }).groupId).toBe('billing-v2');
+  });
+
+  it('takes an unknown-event-type policy per aggregate type, and DLQ topic settings', () => {
+    expect(resolveSettings({ config, handlers, unknownEventType: 'skip', unknownEventTypes: { order: 'block' }, dlqRetentionMs: 86_400_000, dlqReplicationFactor: 3 })).toMatchObject({
+      unknownEventType: 'skip',
+      unknownEventTypes: { order: 'block' },
+      dlqRetentionMs: 86_400_000,
+      dlqReplicationFactor: 3,
+    });
+    expect(codeOf(() => resolveSettings({ config, handlers, unknownEventTypes: { order: 'ignore' } } as never))).toMatch(/^CONFIG_INVALID: .*unknownEventTypes\.order/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, dlqRetentionMs: -2 }))).toMatch(/dlqRetentionMs/);
   });
 });

@@ -21,7 +21,10 @@ function deps(handler: (payload: { n: number }) => Promise<void>): RecordDeps {
   const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
   const pool = {
     connect: async () => ({
-      query: async (sql: string) => (sql.startsWith('INSERT') ? { rowCount: 1 } : { command: sql.split(' ')[0] }),
+      query: async (sql: string, params?: unknown[]) =>
+        sql.startsWith('INSERT')
+          ? { rowCount: 1, rows: (params?.[1] as string[]).map((id) => ({ message_id: id, txid: '1' })) }
+          : { command: sql.split(' ')[0], rows: [{ txid: '1' }] },
       release: () => {},
     }),
   };
@@ -65,7 +68,7 @@ describe('runPartitionBatch', () => {
       await new Promise((r) => setTimeout(r, (40 - n) % 7));
       handled.push(n);
     });
-    const last = await runPartitionBatch('t', 0, messages, d, { lanes: 4, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false });
+    const last = await runPartitionBatch('t', 0, messages, d, { lanes: 4, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false });
     expect(last).toBe('39');
     expect(resolved).toEqual(messages.map((m) => m.offset)); // every offset, in order, each once
     for (const key of keys) {
@@ -82,7 +85,66 @@ describe('runPartitionBatch', () => {
     const d = deps(async () => {
       handledCount++;
     });
-    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => handledCount >= 3 });
+    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => handledCount >= 3, revoked: () => false });
     expect(resolved).toEqual(['0', '1', '2']);
+  });
+});
+
+describe('runPartitionBatch: a lane that fails, a partition that is revoked', () => {
+  /** Two keys that land in different lanes of two. */
+  const [slowKey, failingKey] = ((): [string, string] => {
+    const keys = Array.from({ length: 20 }, (_, i) => `k${i}`);
+    const first = keys[0] as string;
+    return [first, keys.find((k) => laneOf(k, 2) !== laneOf(first, 2)) as string];
+  })();
+
+  it('a failing lane stops its siblings before the batch returns, and rethrows the failure', async () => {
+    const messages = [message(0, failingKey), ...Array.from({ length: 10 }, (_, i) => message(i + 1, slowKey))];
+    let slowHandled = 0;
+    const d = deps(async ({ n }) => {
+      if (n === 0) throw new Error('handler failure: retried, and the retry heartbeat finds the group rebalancing');
+      await new Promise((r) => setTimeout(r, 30));
+      slowHandled++;
+    });
+    d.maxAttempts = 3;
+    d.heartbeat = async () => {
+      throw Object.assign(new Error('The group is rebalancing, so a rejoin is needed'), { type: 'REBALANCE_IN_PROGRESS' });
+    };
+    const outcome = await runPartitionBatch('t', 0, messages, d, { lanes: 2, maxTransactionRecords: 1, resolveOffset: () => {}, progress: async () => {}, stopped: () => false, revoked: () => false }).then(
+      () => 'resolved',
+      (error: Error) => error.message,
+    );
+    const atReturn = slowHandled;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(outcome).toMatch(/rebalancing/);
+    expect(slowHandled).toBe(atReturn); // nothing ran behind the caller's back
+    expect(atReturn).toBeLessThan(10); // the sibling stopped early
+  });
+
+  it('resolves no offset once the partition is revoked, even of a record finished after it', async () => {
+    const messages = Array.from({ length: 6 }, (_, i) => message(i, 'k'));
+    const resolved: string[] = [];
+    let revoked = false;
+    const d = deps(async ({ n }) => {
+      if (n === 2) revoked = true; // the rebalance lands while record 2's transaction runs
+    });
+    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => revoked, revoked: () => revoked });
+    expect(resolved).toEqual(['0', '1']);
+    expect(d.stats.applied).toBe(3);
+  });
+});
+
+describe('runPartitionBatch: an event type without a handler under the block policy', () => {
+  it('applies the ready records before it, then holds the lane on it until stopped', async () => {
+    const messages = [message(0, 'a'), message(1, 'b'), { ...message(2, 'c'), headers: { id: ID(2), eventType: 'Unknown', contentType: 'application/json' } } as KafkaMessage, message(3, 'd')];
+    const resolved: string[] = [];
+    const stop = new AbortController();
+    const d = deps(async () => {});
+    d.unknownEventType = 'block';
+    d.signal = stop.signal;
+    d.heartbeat = async () => stop.abort(); // the router stops while the lane is blocked
+    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 50, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => stop.signal.aborted, revoked: () => false });
+    expect(resolved).toEqual(['0', '1']);
+    expect(d.stats.applied).toBe(2);
   });
 });

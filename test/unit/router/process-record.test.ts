@@ -21,10 +21,12 @@ function fakePool(opts: { failInsert?: number; commitCommand?: string } = {}) {
           if (verb === 'INSERT') {
             if (insertFailures-- > 0) throw Object.assign(new Error('connection terminated'), {});
             const id = String(params?.[1]);
-            if (inbox.has(id)) return { rowCount: 0 };
+            if (inbox.has(id)) return { rowCount: 0, rows: [] };
             pending = id;
-            return { rowCount: 1 };
+            return { rowCount: 1, rows: [{ message_id: id, txid: '1' }] };
           }
+          // The router's check that the transaction is still the one it opened.
+          if (sql.startsWith('SELECT txid_current_if_assigned()')) return { command: 'SELECT', rows: [{ txid: '1' }] };
           if (verb === 'COMMIT') {
             if (opts.commitCommand === 'ROLLBACK') return { command: 'ROLLBACK' };
             if (pending) inbox.add(pending);

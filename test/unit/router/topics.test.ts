@@ -1,4 +1,4 @@
-import { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from '../../../src/router/topics';
+import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from '../../../src/router/topics';
 
 describe('topic naming', () => {
   it('the default regex takes routed topics and no dead-letter topics', () => {
@@ -17,5 +17,32 @@ describe('topic naming', () => {
     expect(defaultDlqTopicFor('outbox.event.order', 'order')).toBe('outbox.dlq.order');
     expect(defaultDlqTopicFor('t1.outbox.event.order', 'order')).toBe('t1.outbox.dlq.order');
     expect(defaultDlqTopicFor('other.customer', 'customer')).toBe('outbox.dlq.customer');
+  });
+});
+
+describe('assertNotDlqPattern', () => {
+  const refusal = (pattern: RegExp, candidates?: string[]): string | undefined => {
+    try {
+      assertNotDlqPattern(pattern, candidates);
+      return undefined;
+    } catch (error) {
+      return `${(error as { code?: string }).code}: ${(error as Error).message}`;
+    }
+  };
+
+  it('refuses a pattern matching dead-letter topics, naming the pattern and the fix', () => {
+    expect(refusal(/.*/)).toMatch(/^CONFIG_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics \(outbox\.dlq\.x.*\^outbox\\\.event\\\.\.\+ \(the default\)/s);
+    expect(refusal(/^outbox\..+/)).toMatch(/^CONFIG_INVALID: .*outbox\.dlq\.x/s);
+  });
+
+  it('accepts the default and narrow patterns', () => {
+    expect(refusal(DEFAULT_TOPICS)).toBeUndefined();
+    expect(refusal(/^outbox\.event\.(order|payment)$/)).toBeUndefined();
+  });
+
+  it('checks the dead-letter topics that exist or that the routed topics map to (a prefix the samples miss)', () => {
+    expect(refusal(/^staging\.outbox\./)).toBeUndefined();
+    expect(refusal(/^staging\.outbox\./, ['staging.outbox.dlq.order'])).toMatch(/matches dead-letter topics \(staging\.outbox\.dlq\.order\)/);
+    expect(refusal(DEFAULT_TOPICS, ['staging.outbox.dlq.order', 'outbox.dlq.payment'])).toBeUndefined();
   });
 });
