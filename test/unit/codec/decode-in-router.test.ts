@@ -4,20 +4,20 @@
  * The real codec over the fake registry; the router's pool and DLQ producer are stand-ins.
  */
 import type { KafkaMessage, Message } from 'kafkajs';
-import type { Pool } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec, frameConfluent } from '../../../src/codec';
 import { processRecord, type RecordDeps } from '../../../src/router/process-record';
 import type { RouterStats } from '../../../src/router/types';
+import { fakePool } from '../router/fake-pool';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 
 const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
 const order = { orderId: 'o-1', customerId: 'c-7', currency: 'EUR', totalCents: 1999, lines: [], placedAt: new Date('2026-11-30T12:00:00.000Z') };
 
-/** An inbox that accepts every record: the registry is what is under test. */
-const pool = { connect: async () => ({ query: async (sql: string) => ({ command: sql.split(' ')[0], rowCount: 1 }), release: () => {} }) } as unknown as Pool;
 
 function route(registry: FakeRegistry) {
   const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry });
+  // An inbox that accepts every new record: the registry is what is under test.
+  const { pool } = fakePool();
   const letters: Message[] = [];
   const applied: unknown[] = [];
   const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };

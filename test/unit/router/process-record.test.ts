@@ -1,46 +1,10 @@
 import { KafkaJSConnectionError, KafkaJSProtocolError, type KafkaMessage, type Message } from 'kafkajs';
-import type { Pool } from 'pg';
 import { OutboxError } from '../../../src/errors';
 import { processRecord, type RecordDeps } from '../../../src/router/process-record';
 import type { EventHandler, RouterStats } from '../../../src/router/types';
+import { fakePool } from './fake-pool';
 
 const ID = '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77';
-
-/** A pg pool stand-in: remembers inbox ids that committed, fails statements on demand. */
-function fakePool(opts: { failInsert?: number; commitCommand?: string } = {}) {
-  const inbox = new Set<string>();
-  const log: string[] = [];
-  let insertFailures = opts.failInsert ?? 0;
-  const pool = {
-    connect: async () => {
-      let pending: string | undefined;
-      return {
-        query: async (sql: string, params?: unknown[]) => {
-          const verb = sql.split(' ')[0] as string;
-          log.push(verb);
-          if (verb === 'INSERT') {
-            if (insertFailures-- > 0) throw Object.assign(new Error('connection terminated'), {});
-            const id = String(params?.[1]);
-            if (inbox.has(id)) return { rowCount: 0, rows: [] };
-            pending = id;
-            return { rowCount: 1, rows: [{ message_id: id, txid: '1' }] };
-          }
-          // The router's check that the transaction is still the one it opened.
-          if (sql.startsWith('SELECT txid_current_if_assigned()')) return { command: 'SELECT', rows: [{ txid: '1' }] };
-          if (verb === 'COMMIT') {
-            if (opts.commitCommand === 'ROLLBACK') return { command: 'ROLLBACK' };
-            if (pending) inbox.add(pending);
-            return { command: 'COMMIT' };
-          }
-          if (verb === 'ROLLBACK') pending = undefined;
-          return { command: verb, rowCount: 0 };
-        },
-        release: () => {},
-      };
-    },
-  };
-  return { pool: pool as unknown as Pool, inbox, log };
-}
 
 function message(headers: Record<string, string>, offset = '0'): KafkaMessage {
   return { key: Buffer.from('order-1'), value: Buffer.from('{"n":1}'), headers, offset, timestamp: '1700000000000', attributes: 0 } as KafkaMessage;
