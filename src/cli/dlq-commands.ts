@@ -4,7 +4,7 @@ import { createPool, qualified } from '../db';
 import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
-import { DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
+import { consumerName, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -44,13 +44,13 @@ export function dlqCommands(): Command[] {
     .option('--topic <topic>', 'the dead-letter topic to read (instead of --aggregate-type)')
     .option('--key <key>', 'only dead letters with this key (aggregate id)')
     .option('--id <id...>', 'only these event ids')
-    .option('--consumer <name>', 'the router consumer whose parked keys say what is outstanding', 'outbox-router')
+    .option('--consumer <name>', 'the router consumer whose parked keys say what is outstanding (default on the local stack only: outbox-router)')
     .option('--all', 'every matching dead letter, not only outstanding ones', false)
     .option('--dry-run', 'list what would be replayed; publish nothing', false)
     .option('--timeout-ms <ms>', 'give up when reading the dead-letter topic makes no progress for this long', timeoutMs, DEFAULT_REPLAY_TIMEOUT_MS)
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer: string; all: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
+      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const { dlqTopic, aggregateType } = target(opts, config);
@@ -61,7 +61,7 @@ export function dlqCommands(): Command[] {
             dlqTopic,
             key: opts.key,
             ids: opts.id,
-            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: opts.consumer, aggregateType },
+            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: consumerName(config, opts.consumer), aggregateType },
             dryRun: opts.dryRun,
             timeoutMs: opts.timeoutMs,
             logger: log,
@@ -91,21 +91,22 @@ export function dlqCommands(): Command[] {
     .option('--key <key>', 'one key; without it, every parked key of the aggregate type')
     .option('--id <event-id>', 'only this parked event')
     .option('--head', "only the key's earliest parked event (needs --key)", false)
-    .option('--consumer <name>', 'the router consumer', 'outbox-router')
+    .option('--consumer <name>', 'the router consumer (default on the local stack only: outbox-router)')
     .action(
-      action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer: string }, command: Command) => {
+      action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer?: string }, command: Command) => {
         if (!opts.aggregateType) throw new OutboxError('CONFIG_INVALID', 'dlq:release needs --aggregate-type <type>.');
         const config = configFrom(command);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
         try {
-          const released = await releaseKeys(pool, parkedTable(config), opts.consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
+          const consumer = consumerName(config, opts.consumer);
+          const released = await releaseKeys(pool, parkedTable(config), consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
           if ((opts.id !== undefined || opts.head) && released.length === 0) {
             throw new OutboxError(
               'CONFIG_INVALID',
-              `Nothing parked matches ${opts.head ? `the head of key ${JSON.stringify(opts.key)}` : `event id ${JSON.stringify(opts.id)}`} for aggregate type ${JSON.stringify(opts.aggregateType)} and consumer ${JSON.stringify(opts.consumer)}; outbox dlq:replay --dry-run lists what is outstanding.`,
+              `Nothing parked matches ${opts.head ? `the head of key ${JSON.stringify(opts.key)}` : `event id ${JSON.stringify(opts.id)}`} for aggregate type ${JSON.stringify(opts.aggregateType)} and consumer ${JSON.stringify(consumer)}; outbox dlq:replay --dry-run lists what is outstanding.`,
             );
           }
-          process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${opts.consumer}\n`);
+          process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${consumer}\n`);
           for (const r of released) process.stdout.write(`  ${r.eventId}  key=${r.aggregateId}\n`);
         } finally {
           await pool.end().catch(() => {});

@@ -1,5 +1,5 @@
 export { createRouter, type Router } from './create-router';
-export type { RouterOptions, RouterSettings } from './options';
+export { consumerName, LOCAL_STACK_CONSUMER, type RouterOptions, type RouterSettings } from './options';
 export type { EventHandler, Handlers, HandlerContext, RoutedEvent, RouterStats, RouterEventName, RouterEventListener } from './types';
 export { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
 export { backoffDelay } from '../retry';

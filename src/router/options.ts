@@ -15,6 +15,22 @@ export type UnknownEventTypePolicy = (typeof UNKNOWN_EVENT_TYPE_POLICIES)[number
 /** The consumer name on the local stack when none is given (and the CLI's documented default there). */
 export const LOCAL_STACK_CONSUMER = 'outbox-router';
 
+/**
+ * The inbox's consumer name: the one given, or on the local stack only, LOCAL_STACK_CONSUMER. Elsewhere a
+ * missing name is refused: two services that both kept a default would share one inbox and one group.
+ * The router and the DLQ commands (which find a consumer's parked keys by it) use the same rule.
+ */
+export function consumerName(config: Pick<OutboxConfig, 'database'>, given: string | undefined): string {
+  if (given !== undefined) return given;
+  if (isLocalStackDatabase(config.database)) return LOCAL_STACK_CONSUMER;
+  throw new OutboxError(
+    'CONFIG_INVALID',
+    `The router needs a consumer name for the database at ${config.database.host}:${config.database.port} (only the local stack gets the default ${JSON.stringify(LOCAL_STACK_CONSUMER)}). ` +
+      'The name keys the inbox and is the Kafka group id: two services that both kept the default would share them and dead-letter each other\'s event types. ' +
+      'Pass consumer (--consumer <service-name>), the same for every replica of one service.',
+  );
+}
+
 /** Scalar settings, validated once; defaults live here. */
 const settingsSchema = z
   .object({
@@ -136,15 +152,7 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
     }
   }
   const s = parsed.data;
-  const consumer = s.consumer ?? (isLocalStackDatabase(options.config.database) ? LOCAL_STACK_CONSUMER : undefined);
-  if (consumer === undefined) {
-    throw new OutboxError(
-      'CONFIG_INVALID',
-      `The router needs a consumer name for the database at ${options.config.database.host}:${options.config.database.port} (only the local stack gets the default ${JSON.stringify(LOCAL_STACK_CONSUMER)}). ` +
-        'The name keys the inbox and is the Kafka group id: two services that both kept the default would share them and dead-letter each other\'s event types. ' +
-        'Pass consumer (--consumer <service-name>), the same for every replica of one service.',
-    );
-  }
+  const consumer = consumerName(options.config, s.consumer);
   const groupId = s.groupId ?? consumer;
   if (groupId !== consumer && !s.allowGroupIdMismatch) {
     throw new OutboxError(

@@ -1,6 +1,6 @@
 import { loadConfig } from '../../../src/config';
 import { isOutboxError } from '../../../src/errors';
-import { resolveSettings } from '../../../src/router/options';
+import { consumerName, resolveSettings } from '../../../src/router/options';
 
 const config = loadConfig({ env: {} });
 const handlers = { order: { OrderCreated: async () => {} } };
@@ -63,6 +63,12 @@ describe('resolveSettings: consumer naming', () => {
     expect(resolveSettings({ config, handlers }).consumer).toBe('outbox-router');
     expect(codeOf(() => resolveSettings({ config: elsewhere, handlers }))).toMatch(/^CONFIG_INVALID: The router needs a consumer name for the database at db\.internal:5432.*--consumer/s);
     expect(resolveSettings({ config: elsewhere, handlers, consumer: 'billing' })).toMatchObject({ consumer: 'billing', groupId: 'billing' });
+  });
+
+  it('the DLQ commands follow the same rule (consumerName): no silent default off the local stack', () => {
+    expect(consumerName(config, undefined)).toBe('outbox-router');
+    expect(consumerName(elsewhere, 'billing')).toBe('billing');
+    expect(codeOf(() => consumerName(elsewhere, undefined))).toMatch(/^CONFIG_INVALID: .*db\.internal:5432.*--consumer/s);
   });
 
   it('refuses a group id other than the consumer name unless allowGroupIdMismatch', () => {
