@@ -243,8 +243,8 @@ describe('the relay role', () => {
     const sql = buildRelaySql(config.outbox.schema, config.outbox.table);
     await asRole('relay', async (c) => {
       await c.query('BEGIN');
-      // one worker: shard 0 of 1, batch of 10, no blocked keys; the shard's advisory lock is taken inside
-      const claimed = await c.query<{ id: string }>(sql.claim, ['relay-test-shards', 0, 1, 10, []]);
+      // one worker: shard 0 of 1, batch of 10, no blocked keys, 1 MiB; the shard's advisory lock is taken inside
+      const claimed = await c.query<{ id: string }>(sql.claim, ['relay-test-shards', 0, 1, 10, [], 1024 * 1024]);
       expect(claimed.rows.map((r) => r.id)).toEqual(expect.arrayContaining(MINE));
       await c.query(sql.mark, [MINE, MINE]);
       await c.query('COMMIT');

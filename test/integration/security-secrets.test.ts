@@ -30,13 +30,15 @@ const SECRETS = {
   cdc: `CdcS3cret${tag}`,
   app: `AppS3cret${tag}`,
   monitor: `MonS3cret${tag}`,
+  router: `RtrS3cret${tag}`,
+  relay: `RlyS3cret${tag}`,
   registry: `RegS3cret${tag}`,
   connect: `ConnS3cret${tag}`,
   kafkaSasl: `SaslS3cret${tag}`,
   kafkaKey: `KeyS3cret${tag}`,
   wrongPg: `PgWr0ng${tag}`,
 };
-const ROLES = { cdc: `cdc_${id}`, app: `app_${id}`, monitor: `mon_${id}` };
+const ROLES = { cdc: `cdc_${id}`, app: `app_${id}`, monitor: `mon_${id}`, router: `rtr_${id}`, relay: `rly_${id}` };
 const CONNECTOR = `sec-secrets-${id}`;
 const SLOT = `sec_secrets_${id}`;
 const TOPIC_BASE = `sec-${id}`;
@@ -70,6 +72,8 @@ function baseEnv(): NodeJS.ProcessEnv {
     OUTBOX_CDC_PASSWORD: SECRETS.cdc,
     OUTBOX_APP_PASSWORD: SECRETS.app,
     OUTBOX_MONITOR_PASSWORD: SECRETS.monitor,
+    OUTBOX_ROUTER_PASSWORD: SECRETS.router,
+    OUTBOX_RELAY_PASSWORD: SECRETS.relay,
     OUTBOX_REGISTRY_USERNAME: USERS.registry,
     OUTBOX_REGISTRY_PASSWORD: SECRETS.registry,
     OUTBOX_CONNECT_USERNAME: USERS.connect,
@@ -150,7 +154,7 @@ beforeAll(async () => {
     configFile,
     [
       `database: { database: ${db.name} }`,
-      `roles: { cdc: ${ROLES.cdc}, app: ${ROLES.app}, monitor: ${ROLES.monitor} }`,
+      `roles: { cdc: ${ROLES.cdc}, app: ${ROLES.app}, monitor: ${ROLES.monitor}, router: ${ROLES.router}, relay: ${ROLES.relay} }`,
       'connector:',
       `  name: ${CONNECTOR}`,
       `  slotName: ${SLOT}`,
@@ -191,7 +195,7 @@ describe('secrets never reach output or Connect', () => {
     expect(again.stdout).toContain('passwords: unchanged');
     expectClean(again);
     // The passwords took effect: each role logs in with its secret.
-    for (const role of ['cdc', 'app', 'monitor'] as const) {
+    for (const role of ['cdc', 'app', 'monitor', 'router', 'relay'] as const) {
       const client = new Client({ ...pgConfig(db.name), user: ROLES[role], password: SECRETS[role] });
       await client.connect();
       await client.end();
