@@ -160,6 +160,7 @@ describe('router behind the real CDC pipeline', () => {
       config,
       consumer,
       groupId: randomName('g'),
+      allowGroupIdMismatch: true,
       topics: new RegExp(`^${topic.replace(/\./g, '\\.')}$`),
       logger: createLogger({ level: 'silent' }),
       backoff: { initialDelayMs: 5, maxDelayMs: 20 },

@@ -37,6 +37,9 @@ describe('connector supervisor', () => {
   });
 
   it('restarts a FAILED task, then backs off while it keeps failing, and reports every restart', async () => {
+    // A row larger than Kafka takes fails the task for good. db:provision's outbox_payload_size check
+    // refuses such rows now, so drop it here: this stands for a database provisioned before the limits.
+    await pool.query('ALTER TABLE outbox DROP CONSTRAINT outbox_payload_size');
     await pool.query(
       `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type)
        VALUES (gen_random_uuid(), 'order', 'poison', 'OrderCreated', convert_to(repeat('x', $1::int), 'UTF8'), 'application/json')`,
