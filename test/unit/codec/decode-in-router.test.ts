@@ -3,11 +3,10 @@
  * decode errors and dead-letters the rest): a registry problem must never dead-letter a record.
  * The real codec over the fake registry; the router's pool and DLQ producer are stand-ins.
  */
-import type { KafkaMessage, Message } from 'kafkajs';
+import type { KafkaMessage } from 'kafkajs';
 import { AVRO_CONTENT_TYPE, createCodec, frameConfluent } from '../../../src/codec';
-import { processRecord, type RecordDeps } from '../../../src/router/process-record';
-import type { RouterStats } from '../../../src/router/types';
-import { fakePool } from '../router/fake-pool';
+import { processRecord } from '../../../src/router/process-record';
+import { fakeDeps } from '../router/fake-deps';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 
 const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
@@ -16,28 +15,8 @@ const order = { orderId: 'o-1', customerId: 'c-7', currency: 'EUR', totalCents: 
 
 function route(registry: FakeRegistry) {
   const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry });
-  // An inbox that accepts every new record: the registry is what is under test.
-  const { pool } = fakePool();
-  const letters: Message[] = [];
   const applied: unknown[] = [];
-  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
-  const deps: RecordDeps = {
-    handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } },
-    codec,
-    pool,
-    inboxTable: '"public"."inbox"',
-    consumer: 'c',
-    maxAttempts: 3,
-    backoff: { initialDelayMs: 1, maxDelayMs: 2 },
-    infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 2 },
-    aggregateTypeOf: () => 'order',
-    dlqTopicFor: () => 'outbox.dlq.order',
-    sendDeadLetter: async (_topic, m) => void letters.push(m),
-    heartbeat: async () => {},
-    signal: new AbortController().signal,
-    stats,
-    emit: () => {},
-  };
+  const { d: deps, letters, stats } = fakeDeps({ handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } }, codec });
   const body = codec.schemas.get('order', 'OrderCreated').type.toBuffer(order);
   const run = (schemaId: number, bytes = body) =>
     processRecord('outbox.event.order', 0, {
@@ -89,7 +68,7 @@ describe('a registry problem seen by the router', () => {
     const { codec, run, letters, stats } = route(registry);
     await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
     expect(await run(41, Buffer.from([0x02]))).toBe('dead-lettered');
-    expect(letters[0]?.headers).toMatchObject({ 'x-error-code': 'DECODE_FAILED' });
+    expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'DECODE_FAILED' });
     expect(stats.infrastructureRetries).toBe(0);
   });
 });

@@ -1,8 +1,9 @@
 import { KafkaJSConnectionError, KafkaJSProtocolError, type KafkaMessage, type Message } from 'kafkajs';
 import { OutboxError } from '../../../src/errors';
 import { processRecord, type RecordDeps } from '../../../src/router/process-record';
-import type { EventHandler, RouterStats } from '../../../src/router/types';
+import type { EventHandler } from '../../../src/router/types';
 import { fakePool } from './fake-pool';
+import { fakeDeps } from './fake-deps';
 
 const ID = '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77';
 
@@ -13,29 +14,7 @@ function message(headers: Record<string, string>, offset = '0'): KafkaMessage {
 const goodHeaders = { id: ID, eventType: 'OrderCreated', contentType: 'application/json' };
 
 function deps(handler: EventHandler, overrides: Partial<RecordDeps> = {}) {
-  const letters: Array<{ topic: string; message: Message }> = [];
-  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
-  const d: RecordDeps = {
-    handlers: { order: { OrderCreated: handler } },
-    codec: { decode: async (bytes: Buffer) => JSON.parse(bytes.toString()) },
-    pool: fakePool().pool,
-    inboxTable: '"public"."inbox"',
-    consumer: 'c',
-    maxAttempts: 3,
-    backoff: { initialDelayMs: 1, maxDelayMs: 2 },
-    infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 2 },
-    aggregateTypeOf: () => 'order',
-    dlqTopicFor: () => 'outbox.dlq.order',
-    sendDeadLetter: async (topic, m) => {
-      letters.push({ topic, message: m });
-    },
-    heartbeat: async () => {},
-    signal: new AbortController().signal,
-    stats,
-    emit: () => {},
-    ...overrides,
-  };
-  return { d, letters, stats };
+  return fakeDeps({ handlers: { order: { OrderCreated: handler } }, ...overrides });
 }
 
 describe('processRecord', () => {

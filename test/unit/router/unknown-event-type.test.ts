@@ -1,6 +1,6 @@
-import type { KafkaMessage, Message } from 'kafkajs';
+import type { KafkaMessage } from 'kafkajs';
 import { processRecord, type RecordDeps } from '../../../src/router/process-record';
-import type { RouterStats } from '../../../src/router/types';
+import { fakeDeps } from './fake-deps';
 
 /** An event type the router has no handler for: dead-letter, skip or block, by default or per aggregate type. */
 const record = {
@@ -12,30 +12,7 @@ const record = {
   attributes: 0,
 } as KafkaMessage;
 
-function deps(overrides: Partial<RecordDeps>) {
-  const letters: Array<{ topic: string; message: Message }> = [];
-  const events: string[] = [];
-  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
-  const d: RecordDeps = {
-    handlers: { order: { OrderCreated: async () => {} } },
-    codec: { decode: async (bytes: Buffer) => JSON.parse(bytes.toString()) },
-    pool: undefined as never, // no handler, no transaction
-    inboxTable: 'inbox',
-    consumer: 'c',
-    maxAttempts: 3,
-    backoff: { initialDelayMs: 1, maxDelayMs: 5 },
-    infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 5 },
-    aggregateTypeOf: () => 'order',
-    dlqTopicFor: () => 'outbox.dlq.order',
-    sendDeadLetter: async (topic, message) => void letters.push({ topic, message }),
-    heartbeat: async () => {},
-    signal: new AbortController().signal,
-    stats,
-    emit: (name) => void events.push(name),
-    ...overrides,
-  };
-  return { d, letters, events, stats };
-}
+const deps = (overrides: Partial<RecordDeps>) => fakeDeps({ maxAttempts: 3, backoff: { initialDelayMs: 1, maxDelayMs: 5 }, infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 5 }, ...overrides });
 
 describe('an event type without a handler', () => {
   it('dead-letters it by default (HANDLER_NOT_FOUND)', async () => {
