@@ -1,5 +1,5 @@
 /**
- * DESIGN.md's performance targets and the verdict of each measured figure against them. Pure: no I/O,
+ * The project's performance targets (docs/bench.md) and the verdict of each measured figure against them. Pure: no I/O,
  * so the verdicts and their `why` notes are unit-tested.
  */
 import type { Load } from './load';

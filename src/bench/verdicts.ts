@@ -3,7 +3,7 @@ import type { BenchResults } from './run-bench';
 import { round } from './stats';
 import { cpuNote, TARGETS, verdict, type Verdict } from './targets';
 
-/** The rate DESIGN.md's latency target is stated at. */
+/** The rate the latency target (docs/bench.md) is stated at. */
 export const LATENCY_TARGET_RATE = 1000;
 
 /** Every figure of a run beside its target (or none), with a `why` for each one missed. Pure. */

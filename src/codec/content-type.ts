@@ -1,4 +1,4 @@
-/** The two payload encodings of the outbox table's `content_type` column (DESIGN.md, "Outbox table"). */
+/** The two payload encodings of the outbox table's `content_type` column (docs/operations.md, "The outbox table, topics and headers"). */
 export const AVRO_CONTENT_TYPE = 'application/vnd.apache.avro+binary';
 export const JSON_CONTENT_TYPE = 'application/json';
 export const CONTENT_TYPES = [AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE] as const;

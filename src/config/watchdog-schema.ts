@@ -3,7 +3,7 @@ import type { EnvSetting } from './env-setting';
 
 /**
  * Settings of the watchdog (src/watchdog). Part of the root schema as `watchdog`. Defaults follow the
- * research in notes/slotlag.md §5.2; every number is configurable. Durations are milliseconds, sizes
+ * the thresholds documented in docs/watchdog.md ("Rules"); every number is configurable. Durations are milliseconds, sizes
  * bytes. docs/watchdog.md lists every setting with its default.
  */
 
@@ -68,7 +68,7 @@ export const watchdogDeliverySchema = z
 
 export const watchdogSchema = z
   .object({
-    /** Poll every this many ms (notes/slotlag.md §6: 15–30 s). */
+    /** Poll every this many ms (15–30 s is the usual range: a poll costs under a millisecond, and alerts need hold-for anyway). */
     intervalMs: z.number().int().min(50, 'intervalMs: at least 50 ms').default(15_000),
     /** Name of the cluster in alerts and the dedup key; default `<host>:<port>` of the database. */
     cluster: z.string().min(1).max(200).optional(),

@@ -32,7 +32,7 @@ import { checkExtra } from './extra-guard';
  * - the predicate limits the SMT to the outbox topic `<topic.prefix>.<schema>.<table>` as Debezium
  *   sanitizes it; heartbeat records pass through untouched (as JSON, hence the `.type.` delegate).
  *
- * Latency (DESIGN.md targets p50 <= 30 ms, p99 <= 100 ms at 1,000 events/s)
+ * Latency (docs/bench.md has the targets and how they are measured)
  * - poll.interval.ms (config, 20): Debezium waits this long for a batch to fill (default 500 ms).
  * - max.batch.size / max.queue.size (config, 2048/8192): Debezium's defaults; a full batch never waits.
  * - producer.override.linger.ms (config, 5): a few ms of batching keeps throughput at 5,000+/s while

@@ -71,7 +71,7 @@ const CONTRACT_PREFIXES = ['value.converter', 'transforms', 'predicates'];
 
 function contractReason(key: string): string | undefined {
   if (CONTRACT_KEYS.includes(key) || CONTRACT_PREFIXES.some((p) => key === p || key.startsWith(`${p}.`))) {
-    return 'it changes the record contract or the objects outbox-router checks (DESIGN.md "Topics and records"); set it through the outbox config instead';
+    return 'it changes the record contract or the objects outbox-router checks (docs/operations.md, "The outbox table, topics and headers"); set it through the outbox config instead';
   }
   return undefined;
 }

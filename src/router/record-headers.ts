@@ -1,7 +1,7 @@
 import type { IHeaders } from 'kafkajs';
 import { OutboxError } from '../errors';
 
-/** The Event Router's headers of one record, checked (DESIGN.md, "Topics and records"). */
+/** The Event Router's headers of one record, checked (docs/operations.md, "The outbox table, topics and headers"). */
 export interface RecordHeaders {
   id: string;
   eventType: string;

@@ -1,4 +1,4 @@
-/** How routed topic names map to aggregate types and dead-letter topics (DESIGN.md, "Topics and records"). */
+/** How routed topic names map to aggregate types and dead-letter topics (docs/operations.md, "The outbox table, topics and headers"). */
 import { OutboxError } from '../errors';
 
 export const DEFAULT_TOPICS = /^outbox\.event\..+/;

@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg';
 
-/** What a handler receives (DESIGN.md, "Handlers"). */
+/** What a handler receives (docs/library.md). */
 export interface RoutedEvent<P = unknown> {
   /** The outbox row's id (the `id` header); the inbox key. */
   id: string;

@@ -1,5 +1,5 @@
 /**
- * `measureWatchdog()`: the two watchdog targets of DESIGN.md, for `npm run bench`.
+ * `measureWatchdog()`: the two watchdog targets of docs/bench.md, for `npm run bench`.
  * 1. Database time per poll with N logical slots: EXPLAIN (ANALYZE) of the hot query (server time)
  *    and the client round trip, over many polls.
  * 2. Detection delay: WAL is written past a retained-bytes threshold behind an inactive slot while the

@@ -1,5 +1,5 @@
 /**
- * The alert rules (notes/slotlag.md §5.2). Each judges one slot's facts and returns a level, or
+ * The alert rules (docs/watchdog.md, "Rules"). Each judges one slot's facts and returns a level, or
  * `undefined` when the facts it needs are unknown (then its alert keeps its state).
  */
 import type { OutboxConfig } from '../config';

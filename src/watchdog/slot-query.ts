@@ -1,5 +1,5 @@
 /**
- * The watchdog's SQL, per server version (notes/slotlag.md §1.7). One round trip per poll: the slots,
+ * The watchdog's SQL, per server version (the columns each version has are listed in docs/watchdog.md, "How it works"). One round trip per poll: the slots,
  * the current LSN (standby-safe: pg_current_wal_lsn() errors during recovery) and the server clock.
  * On a primary the current LSN is the insert position, as pgMonitor uses: WAL a stuck slot pins is
  * counted as soon as it is generated, not up to wal_writer_delay later when it is written out (that

@@ -24,7 +24,7 @@ describe('target verdicts', () => {
     expect(verdict({ id: 'x', part: 'p', what: 'w', value: 0.8, unit: 'x', target: TARGETS.writerRatio }).pass).toBe(false);
   });
 
-  it('DESIGN.md targets', () => {
+  it('the documented targets (docs/bench.md)', () => {
     expect(TARGETS.latencyP50).toEqual({ comparator: '<=', value: 30 });
     expect(TARGETS.latencyP99).toEqual({ comparator: '<=', value: 100 });
     expect(TARGETS.writerRatio.value).toBe(0.85);

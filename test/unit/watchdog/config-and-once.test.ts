@@ -6,7 +6,7 @@ import { thrown } from '../../support/expect-error';
 import { row, sample } from './fixtures';
 
 describe('watchdog config', () => {
-  it('defaults follow the research (notes/slotlag.md §5.2)', () => {
+  it('defaults are the documented thresholds (docs/watchdog.md, "Rules")', () => {
     const wd = loadConfig({ env: {} }).watchdog;
     expect(wd).toMatchObject({ intervalMs: 15_000, statementTimeoutMs: 5_000, repeatIntervalMs: 4 * 3600_000, clearForMs: 600_000, clearRatioBytes: 0.9, clearRatioTime: 1.2 });
     expect(wd.rules).toMatchObject({
