@@ -96,7 +96,12 @@ export function createRouter(options: RouterOptions): Router {
         throw error;
       }
     };
-    const timer = setInterval(() => void beat().catch(() => {}), heartbeatIntervalMs);
+    const timer = setInterval(() => {
+      // A consumer being disconnected (stop, or a re-subscribe) waits for this batch: cut a blocked or
+      // waiting record short so the disconnect cannot hang on it.
+      if (!payload.isRunning() || payload.isStale()) waits.abort();
+      void beat().catch(() => {});
+    }, heartbeatIntervalMs);
     try {
       await consumeBatch(payload, beat, revocation.signal, waits.signal);
     } finally {
@@ -145,7 +150,7 @@ export function createRouter(options: RouterOptions): Router {
           stats.infrastructureRetries++;
           const delay = backoffDelay(wait, settings.infrastructureBackoff, options.random);
           emit('router.wait', { topic: batch.topic, partition: batch.partition, error: (error as Error).message, delayMs: delay });
-          if (!(await sleepUnlessAborted(delay, abort.signal)) || stopped()) return;
+          if (!(await sleepUnlessAborted(delay, waits)) || stopped()) return;
         }
       }
     }

@@ -73,6 +73,8 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
     throw new InboxUnavailable(error);
   }
   let broken = false;
+  /** The new inbox rows, until our own COMMIT is sent (after that, rows that exist are ours). */
+  let uncommitted: ReadonlySet<string> = new Set();
   try {
     let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
@@ -83,6 +85,7 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
     }
     const { fresh, txid } = inbox;
     const applied = new Set(fresh);
+    uncommitted = applied;
     const results: ApplyResult[] = [];
     for (const [index, item] of items.entries()) {
       const isNew = fresh.delete(item.id.toLowerCase());
@@ -92,6 +95,11 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
         } catch (error) {
           throw new HandlerFailed(error);
         }
+        // Free (no round trip): the last ReadyForQuery said the connection is outside any transaction.
+        // Checked before afterInbox, which must never run outside the inbox transaction.
+        if (transactionStatus(client) === 'I') {
+          await endedTransaction(client, inboxTable, consumer, ended, items.slice(index), applied);
+        }
       }
       if (item.afterInbox) {
         try {
@@ -99,10 +107,6 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
         } catch (error) {
           throw new InboxUnavailable(error);
         }
-      }
-      // Free (no round trip): the last ReadyForQuery said the connection is outside any transaction.
-      if (transactionStatus(client) === 'I') {
-        await endedTransaction(client, inboxTable, consumer, ended, items.slice(index), applied);
       }
       results.push(isNew ? 'applied' : 'duplicate');
     }
@@ -124,6 +128,7 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
       }
     }
     let committed: { command: string };
+    uncommitted = new Set();
     try {
       committed = await client.query('COMMIT');
     } catch (error) {
@@ -145,6 +150,16 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
       await client.query('ROLLBACK').catch(() => {
         broken = true;
       });
+    }
+    // A handler that ran COMMIT (then BEGIN) and then failed, or made the router's own statement fail,
+    // committed inbox rows the rollback cannot take back: their retries would count them as duplicates.
+    const ours = error instanceof HandlerFailed && isOutboxError(error.cause, 'HANDLER_ENDED_TRANSACTION');
+    if (!ours && uncommitted.size > 0) {
+      const survived = await committedRows(broken ? pool : client, inboxTable, consumer, uncommitted).catch((): string[] => []);
+      if (survived.length > 0) {
+        const rest = items.filter((i) => survived.includes(i.id.toLowerCase()));
+        await endedTransaction(broken ? pool : client, inboxTable, consumer, endedEvents(pool), rest, uncommitted, true);
+      }
     }
     throw error;
   } finally {
@@ -193,7 +208,7 @@ function handlerEndedTransaction(id: string): OutboxError {
  * `unattributed`: the culprit is unknown, so every event of `rest` is failed and its row kept.
  */
 async function endedTransaction(
-  client: PoolClient,
+  client: Pick<PoolClient, 'query'>,
   inboxTable: string,
   consumer: string,
   ended: Set<string>,
@@ -205,7 +220,9 @@ async function endedTransaction(
   const failed = unattributed ? rest : culprit ? [culprit] : [];
   for (const item of failed) ended.add(endedKey(consumer, item.id));
   while (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
-  const lost = unattributed ? [] : after.filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id);
+  // Every row this transaction wrote for the failed events and those after them goes, so the events
+  // are applied again by a replay (after the fix, and after checking the culprit's partial effects).
+  const lost = [...new Set((unattributed ? rest : [...failed, ...after]).filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id.toLowerCase()))];
   await client.query('ROLLBACK').catch(() => {});
   if (lost.length > 0) {
     try {
@@ -216,6 +233,12 @@ async function endedTransaction(
     }
   }
   throw new HandlerFailed(handlerEndedTransaction((culprit as InboxItem).id));
+}
+
+/** Which of `ids` have an inbox row now, as seen from outside the (rolled-back) transaction. */
+async function committedRows(db: Pick<Pool, 'query'>, inboxTable: string, consumer: string, ids: ReadonlySet<string>): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(`SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [consumer, [...ids]]);
+  return rows.map((r) => r.id.toLowerCase());
 }
 
 async function terminate(pool: Pool, client: PoolClient): Promise<void> {

@@ -72,6 +72,11 @@ describe('router consume loop', () => {
             // Ends the transaction and opens another: only the transaction id tells.
             if (reason.startsWith('recommit')) await ctx.tx.query('COMMIT; BEGIN');
             if (reason.startsWith('rollback')) await ctx.tx.query('ROLLBACK');
+            // Commits behind the router's back, then fails: the rollback cannot take its inbox row back.
+            if (reason.startsWith('late-fail')) {
+              await ctx.tx.query('COMMIT; BEGIN');
+              throw new Error('failed after its own COMMIT');
+            }
           },
         },
       };
@@ -101,6 +106,33 @@ describe('router consume loop', () => {
         ['k3', 'HANDLER_ENDED_TRANSACTION'],
         ['k4', 'HANDLER_ENDED_TRANSACTION'],
       ]);
+    });
+
+    it('a handler that commits and then fails is caught too: dead-lettered, never retried into a duplicate, its inbox row removed for the replay', async () => {
+      for (const maxTransactionRecords of [1, 50]) {
+        const s = await scenario(1);
+        const calls: string[] = [];
+        const sent = await produce(s, [
+          { key: 'k1', reason: 'ok-1' },
+          { key: 'k2', reason: 'late-fail' },
+          { key: 'k3', reason: 'ok-3' },
+        ]);
+        const router = await startRouter(s, ending(s, calls), { maxTransactionRecords, maxAttempts: 3 });
+        await until(`${maxTransactionRecords}: drained`, () => router.stats(), (st) => st.applied + st.duplicates + st.deadLettered === 3);
+        const st = router.stats();
+        // Never a silent duplicate: before the fix the retry found the handler's committed inbox row.
+        expect(st.duplicates).toBe(0);
+        const letters = await letterCodes(s.dlq, st.deadLettered);
+        expect(letters).toContainEqual(['k2', 'HANDLER_ENDED_TRANSACTION']);
+        expect(new Set(letters.map(([, code]) => code))).toEqual(new Set(['HANDLER_ENDED_TRANSACTION']));
+        if (maxTransactionRecords === 1) expect(st).toMatchObject({ applied: 2, deadLettered: 1 });
+        // In a chunk the culprit is unknown: every event whose row the handler committed is failed loudly.
+        // Each dead-lettered event's inbox row is gone, so dlq:replay applies it after the fix.
+        const inbox = await h.pool.query<{ message_id: string }>('SELECT message_id FROM inbox WHERE consumer = $1', [`c-${s.run}`]);
+        const letteredIds = sent.filter((r) => letters.some(([key]) => key === r.key)).map((r) => r.id);
+        for (const id of letteredIds) expect(inbox.rows.map((r) => r.message_id)).not.toContain(id);
+        await router.stop();
+      }
     });
 
     it('in a multi-record chunk: the other events of the chunk are applied exactly once, the culprit dead-lettered', async () => {
@@ -184,6 +216,32 @@ describe('router consume loop', () => {
     // The new topic's dead-letter topic was created with it.
     expect(await partitionsOf(`${s.run}.outbox.dlq.payment`)).toBe(2);
     expect(await retentionOf(`${s.run}.outbox.dlq.payment`)).toBe('-1');
+  });
+
+  it('a re-subscribe is not held up by a partition blocked on an event type without a handler', async () => {
+    const s = await scenario(1);
+    const seen: string[] = [];
+    const h2: Handlers = { ...handlers(s), payment: { PaymentTaken: async (event) => void seen.push(event.id) } };
+    // `block` holds the order partition on this record until a router with its handler runs.
+    await h.producer.send({
+      topic: s.topic,
+      acks: -1,
+      messages: [{ key: 'o1', value: Buffer.from('{}'), headers: { id: '5f0e8d3a-2c1b-4a9e-8f7d-6e5c4b3a2918', eventType: 'NoSuchType', contentType: 'application/json' } }],
+    });
+    const router = await startRouter(s, h2, { unknownEventType: 'block', topicRefreshMs: 300 });
+    await until('joined', () => router.health().joined, Boolean);
+    await new Promise((r) => setTimeout(r, 1_000)); // the order partition is blocked by now
+    const payment = `${s.run}.outbox.event.payment`;
+    await h.admin.createTopics({ topics: [{ topic: payment, numPartitions: 1 }], waitForLeaders: true });
+    const id = '8e1d5b63-2c9f-4f5f-8b62-7d4c3e2f1a0b';
+    await h.producer.send({
+      topic: payment,
+      acks: -1,
+      messages: [{ key: 'p1', value: Buffer.from('{"amount":5}'), headers: { id, eventType: 'PaymentTaken', contentType: 'application/json' } }],
+    });
+    // Before the fix the old consumer's disconnect waited forever for the blocked batch.
+    await until('the new topic consumed while the order partition stays blocked', () => seen, (ids) => ids.includes(id), 45_000);
+    expect(router.stats().applied).toBe(1);
   });
 
   it('refuses a topics pattern that would read dead-letter topics, from samples and from the topics that exist', async () => {
