@@ -169,10 +169,18 @@ export function createConnectClient(given: ConnectSettings, options: ConnectClie
     return response;
   }
 
-  /** 409 means "not now" (rebalance, no leader yet, stale config) for requests the leader must serve: retried. */
+  /**
+   * 409 means "not now" (rebalance, no leader yet, stale config) for requests the leader must serve:
+   * retried. A read (GET) is also retried on a 5xx: during a rebalance a worker answers GET …/tasks
+   * with 500 "Request cannot be completed because a rebalance is expected", and a read is safe to repeat.
+   */
   async function request<T>(req: HttpRequest, { retryConflicts = true, allow404 = false } = {}): Promise<T | undefined> {
+    const transient = (e: unknown) => {
+      const status = connectStatus(e) ?? 0;
+      return retryConflicts && (status === 409 || (req.method === 'GET' && status >= 500));
+    };
     try {
-      const response = await retry(() => once(req), { ...retryOptions, shouldRetry: (e) => retryConflicts && connectStatus(e) === 409 });
+      const response = await retry(() => once(req), { ...retryOptions, shouldRetry: transient });
       return response.data as T;
     } catch (error) {
       if (allow404 && connectStatus(error) === 404) return undefined;

@@ -60,6 +60,16 @@ describe('409 during a rebalance', () => {
     expect(now).toBeLessThanOrEqual(1_000);
   });
 
+  it('a read answered with 500 during a rebalance is retried; a write is not', async () => {
+    const rebalance: HttpResponse = { status: 500, data: { error_code: 500, message: 'Request cannot be completed because a rebalance is expected' } };
+    const read = client([rebalance, { status: 200, data: [{ id: { connector: 'x', task: 0 }, config: { a: '1' } }] }]);
+    await expect(read.c.tasks('x')).resolves.toHaveLength(1);
+    expect(read.calls).toHaveLength(2);
+    const write = client([rebalance, { status: 200, data: {} }]);
+    await rejection(write.c.putConfig('x', { a: '1' }));
+    expect(write.calls).toHaveLength(1);
+  });
+
   it('is not retried when creating: "already exists" does not go away', async () => {
     const { c, calls } = client([{ status: 409, data: { message: 'Connector x already exists' } }]);
     const error = await rejection(c.create('x', {}, 'STOPPED'));
