@@ -1,5 +1,5 @@
 /**
- * The project's one retry helper (DESIGN "Style" 4): exponential backoff with jitter and a ceiling,
+ * The project's one retry helper (shared by every part, never copied): exponential backoff with jitter and a ceiling,
  * retrying only what `shouldRetry` accepts (by default retriable OutboxErrors). The Connect client,
  * the registry connection and the router all use it; tests inject fast settings, `sleep` and `random`.
  */

@@ -38,7 +38,7 @@ export class ParkedKeysStale extends Error {
  *
  * A batch's copy can be stale if another router parked a key after the load (a partition moved in a
  * rebalance while the old owner was still finishing a record): `guardIn` checks, inside each inbox
- * transaction, that no key assumed unparked has a row now. DESIGN: per-key order is never broken silently.
+ * transaction, that no key assumed unparked has a row now. Per-key order is never broken silently.
  */
 export class ParkedKeys {
   private constructor(

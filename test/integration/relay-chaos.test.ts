@@ -11,6 +11,7 @@ import { collect, type Received } from '../support/consume';
 import { createKafkaFaults } from '../support/kafka-faults';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(180_000);
 
@@ -52,15 +53,8 @@ describe('polling relay: two instances and a broker outage', () => {
     return r;
   }
 
-  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 90_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
+  const until = waitsUpTo(90_000);
 
   /** `writers` concurrent writers, each owning some aggregates and writing their events in sequence, one transaction each. */
   async function writeSequences(type: string, aggregates: string[], perAggregate: number, writers: number): Promise<string[]> {

@@ -14,6 +14,7 @@ import { collect } from '../support/consume';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, withClient, type FreshDatabase } from '../support/stack-env';
+import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(120_000);
 
@@ -78,15 +79,8 @@ describe('polling relay', () => {
     }
   }
 
-  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
+  const until = waitsUpTo(60_000);
 
   const unpublished = async (ids: string[]) =>
     Number((await pool.query('SELECT count(*) AS n FROM outbox WHERE id = ANY($1::uuid[]) AND published_at IS NULL', [ids])).rows[0].n);

@@ -13,6 +13,7 @@ import { parkedTableName } from '../../src/provision/sql-files';
 import { collect, waitForTopics } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
+import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(180_000);
 
@@ -113,16 +114,8 @@ describe('router behind the real CDC pipeline', () => {
     expect(seen.every((e) => e.aggregateType === 'order' && e.createdAt instanceof Date && !Number.isNaN(e.createdAt.getTime()))).toBe(true);
   });
 
-  /** Waits, but never forever: on the old code a dead letter blocked the partition, and this fails instead of hanging. */
-  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
+  const until = waitsUpTo(60_000);
 
   it('a poison row written by plain SQL (traceparent and headers NULL) is dead-lettered, the partition moves on, and dlq:replay applies it once after the fix', async () => {
     await router?.stop();

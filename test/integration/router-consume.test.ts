@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { ConfigResourceTypes, type Consumer, type Kafka } from 'kafkajs';
 import pino from 'pino';
 import { isOutboxError } from '../../src/errors';
@@ -190,6 +191,19 @@ describe('router consume loop', () => {
     expect(new Set((await effects(s)).map((r) => r.message_id))).toEqual(new Set(sent.map((r) => r.id)));
   });
 
+  /** A routed topic created while the router runs (`<run>.outbox.event.payment`), with one PaymentTaken on it; returns its id. */
+  async function newPaymentTopic(s: { run: string }, numPartitions: number): Promise<string> {
+    const payment = `${s.run}.outbox.event.payment`;
+    await h.admin.createTopics({ topics: [{ topic: payment, numPartitions }], waitForLeaders: true });
+    const id = randomUUID();
+    await h.producer.send({
+      topic: payment,
+      acks: -1,
+      messages: [{ key: 'p1', value: Buffer.from('{"amount":5}'), headers: { id, eventType: 'PaymentTaken', contentType: 'application/json' } }],
+    });
+    return id;
+  }
+
   it('retries a re-subscribe that fails, reporting unhealthy meanwhile, and then consumes the new topic', async () => {
     const s = await scenario(1);
     let router: Router | undefined;
@@ -201,14 +215,7 @@ describe('router consume loop', () => {
     router = await startRouter(s, h2, { kafka, topicRefreshMs: 300, infrastructureBackoff: { initialDelayMs: 50, maxDelayMs: 200 } });
     await until('joined', () => router?.health().joined, Boolean);
 
-    const payment = `${s.run}.outbox.event.payment`;
-    await h.admin.createTopics({ topics: [{ topic: payment, numPartitions: 2 }], waitForLeaders: true });
-    const id = '7d0c4a52-1b8e-4f4e-9a51-6c3b2d1e0f9a';
-    await h.producer.send({
-      topic: payment,
-      acks: -1,
-      messages: [{ key: 'p1', value: Buffer.from('{"amount":5}'), headers: { id, eventType: 'PaymentTaken', contentType: 'application/json' } }],
-    });
+    const id = await newPaymentTopic(s, 2);
     await until('the new topic consumed', () => seen, (ids) => ids.includes(id), 60_000);
     expect(counts.injectedFailures).toBe(1);
     expect(healthDuringFailure).toEqual({ running: true, joined: false });
@@ -231,14 +238,7 @@ describe('router consume loop', () => {
     const router = await startRouter(s, h2, { unknownEventType: 'block', topicRefreshMs: 300 });
     await until('joined', () => router.health().joined, Boolean);
     await new Promise((r) => setTimeout(r, 1_000)); // the order partition is blocked by now
-    const payment = `${s.run}.outbox.event.payment`;
-    await h.admin.createTopics({ topics: [{ topic: payment, numPartitions: 1 }], waitForLeaders: true });
-    const id = '8e1d5b63-2c9f-4f5f-8b62-7d4c3e2f1a0b';
-    await h.producer.send({
-      topic: payment,
-      acks: -1,
-      messages: [{ key: 'p1', value: Buffer.from('{"amount":5}'), headers: { id, eventType: 'PaymentTaken', contentType: 'application/json' } }],
-    });
+    const id = await newPaymentTopic(s, 1);
     // Before the fix the old consumer's disconnect waited forever for the blocked batch.
     await until('the new topic consumed while the order partition stays blocked', () => seen, (ids) => ids.includes(id), 45_000);
     expect(router.stats().applied).toBe(1);

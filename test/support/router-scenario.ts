@@ -9,6 +9,7 @@ import { createRouter, type Handlers, type Router, type RouterOptions } from '..
 import { testConfig } from './outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from './stack-env';
 import { randomUUID } from 'node:crypto';
+import { waitsUpTo } from './until';
 
 export interface Scenario {
   run: string;
@@ -127,15 +128,8 @@ export function routerHarness(name = 'router') {
     return router;
   }
 
-  async function until<T>(what: string, probe: () => T | Promise<T>, ok: (value: T) => boolean, timeoutMs = 45_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
+  const until = waitsUpTo(45_000);
 
   const effects = async (s: Scenario) =>
     (await pool.query('SELECT message_id, aggregate_id, reason, tenant FROM effects WHERE run = $1 ORDER BY seq', [s.run])).rows as Array<{

@@ -1,7 +1,7 @@
 import type { KafkaMessage } from 'kafkajs';
 import { laneOf, runPartitionBatch } from '../../../src/router/partition-batch';
 import type { RecordDeps } from '../../../src/router/process-record';
-import type { RouterStats } from '../../../src/router/types';
+import { fakeDeps } from './fake-deps';
 
 const ID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
@@ -18,7 +18,6 @@ function message(offset: number, key: string): KafkaMessage {
 
 /** A pool stand-in for single-record transactions; each handler call can be delayed to reorder lanes. */
 function deps(handler: (payload: { n: number }) => Promise<void>): RecordDeps {
-  const stats: RouterStats = { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 };
   const pool = {
     connect: async () => ({
       query: async (sql: string, params?: unknown[]) =>
@@ -28,23 +27,16 @@ function deps(handler: (payload: { n: number }) => Promise<void>): RecordDeps {
       release: () => {},
     }),
   };
-  return {
+  return fakeDeps({
     handlers: { t: { E: async (event) => handler(event.payload as { n: number }) } },
-    codec: { decode: async (bytes: Buffer) => JSON.parse(bytes.toString()) },
     pool: pool as never,
     inboxTable: 'inbox',
-    consumer: 'c',
     maxAttempts: 1,
     backoff: { initialDelayMs: 1, maxDelayMs: 1 },
     infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 1 },
     aggregateTypeOf: () => 't',
     dlqTopicFor: () => 'dlq',
-    sendDeadLetter: async () => {},
-    heartbeat: async () => {},
-    signal: new AbortController().signal,
-    stats,
-    emit: () => {},
-  };
+  }).d;
 }
 
 describe('laneOf', () => {
