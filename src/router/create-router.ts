@@ -9,7 +9,7 @@ import { createLogger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { ParkedKeys } from './parked';
 import { linkedAbort, runPartitionBatch } from './partition-batch';
-import type { RecordDeps } from './process-record';
+import type { BatchScope, RouterDeps } from './record-context';
 import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor, isDlqTopic } from './topics';
 import type { RouterEventName, RouterStats } from './types';
 
@@ -61,6 +61,7 @@ export function createRouter(options: RouterOptions): Router {
   let consumer: Consumer | undefined;
   let producer: Producer | undefined;
   let pool: Pool | undefined;
+  let recordDeps: RouterDeps | undefined;
   let abort = new AbortController();
   let state: 'idle' | 'running' | 'stopping' = 'idle';
   /** In a consumer group with partitions assigned (false after a crash until kafkajs rejoins). */
@@ -110,12 +111,12 @@ export function createRouter(options: RouterOptions): Router {
     }
   }
 
-  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
-    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
-    const deps: RecordDeps = {
+  /** Everything a record needs that outlives a batch: built once, when start() has the pool. */
+  function routerDeps(db: Pool): RouterDeps {
+    return {
       handlers: options.handlers,
       codec: options.codec ?? codec,
-      pool: pool as Pool,
+      pool: db,
       inboxTable: qualified(config.outbox.schema, config.outbox.inboxTable),
       consumer: settings.consumer,
       maxAttempts: settings.maxAttempts,
@@ -123,13 +124,11 @@ export function createRouter(options: RouterOptions): Router {
       infrastructureBackoff: settings.infrastructureBackoff,
       aggregateTypeOf,
       dlqTopicFor,
-      sendDeadLetter: async (topic, message) => {
+      sendDeadLetter: async (topic, message, source) => {
         // Never auto-created with broker defaults (a finite retention would delete the only copy).
-        await ensureDlqs(new Map([[topic, batch.topic]]));
+        await ensureDlqs(new Map([[topic, source]]));
         await (producer as Producer).send({ topic, acks: -1, messages: [message] });
       },
-      heartbeat,
-      signal: waits,
       stats,
       emit,
       random: options.random,
@@ -139,12 +138,18 @@ export function createRouter(options: RouterOptions): Router {
       handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
       payloadSchemas: options.payloadSchemas,
     };
+  }
+
+  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const deps = recordDeps as RouterDeps;
+    const scope: BatchScope = { heartbeat, signal: waits };
     const stopped = () => !isRunning() || isStale() || abort.signal.aborted || revoked.aborted;
     if (settings.parkKeys) {
       const keys = batch.messages.map((m) => (m.key ? m.key.toString('utf8') : ''));
       for (let wait = 1; ; wait++) {
         try {
-          deps.parked = await ParkedKeys.load(deps.pool, parkedTable, settings.consumer, aggregateTypeOf(batch.topic), keys);
+          scope.parked = await ParkedKeys.load(deps.pool, parkedTable, settings.consumer, aggregateTypeOf(batch.topic), keys);
           break;
         } catch (error) {
           stats.infrastructureRetries++;
@@ -154,7 +159,7 @@ export function createRouter(options: RouterOptions): Router {
         }
       }
     }
-    const last = await runPartitionBatch(batch.topic, batch.partition, batch.messages, deps, {
+    const last = await runPartitionBatch(batch.topic, batch.partition, batch.messages, deps, scope, {
       lanes: settings.lanes,
       maxTransactionRecords: settings.maxTransactionRecords,
       resolveOffset,
@@ -323,6 +328,7 @@ export function createRouter(options: RouterOptions): Router {
       state = 'running';
       abort = new AbortController();
       pool = options.pool ?? createPool(config.database, { application_name: `outbox-router:${settings.consumer}`, max: settings.poolSize }, (error) => logger.warn({ err: error.message }, 'router.db-idle-error'));
+      recordDeps = routerDeps(pool);
       // Not idempotent (kafkajs wants endless retries for that): a rare duplicate dead letter is harmless,
       // since a replayed one goes through the inbox again.
       // No auto-creation: DLQ topics are created explicitly with their retention (ensureDlqTopics).
@@ -367,7 +373,7 @@ export function createRouter(options: RouterOptions): Router {
       await producer?.disconnect().catch(() => {});
       await admin?.disconnect().catch(() => {});
       if (!options.pool) await pool?.end().catch(() => {});
-      consumer = producer = pool = admin = undefined;
+      consumer = producer = pool = admin = recordDeps = undefined;
       consuming = false;
       state = 'idle';
       logger.info({ event: 'router.stopped', ...stats }, 'router.stopped');

@@ -196,7 +196,7 @@ describe('router delivery', () => {
           if (event.payload.reason === 'parks-k') {
             await h.pool.query(`INSERT INTO ${table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, 'order', 'k', $2, 'HANDLER_FAILED') ON CONFLICT DO NOTHING`, [consumer, earlier]);
           }
-          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+          await base.order.OrderCancelled(event, ctx);
         },
       },
     };
@@ -378,7 +378,7 @@ describe('router delivery', () => {
         OrderCancelled: async (event, ctx) => {
           calls++;
           if (calls === 1) await ctx.tx.query('SELECT pg_sleep(5)');
-          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+          await base.order.OrderCancelled(event, ctx);
         },
       },
     };
