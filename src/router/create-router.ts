@@ -28,9 +28,11 @@ export interface Router {
  *
  * Why eachBatch with manual resolveOffset: a record's offset is resolved only after its inbox
  * transaction has committed (or its dead letter is written), so a crash anywhere before leaves the
- * record to be redelivered, and the inbox turns the redelivery into a counted duplicate. kafkajs's
- * autoCommit then commits the resolved offsets after every batch (and every second inside a long one),
- * and once more when stop() drains the batch in hand. Partitions run side by side
+ * record to be redelivered, and the inbox turns the redelivery into a counted duplicate. Resolved
+ * offsets are committed off the critical path: at most every COMMIT_INTERVAL_MS (between chunks, and by
+ * a timer when the stream is idle), and at once when a batch ends revoked or stopping and when stop()
+ * begins. Not kafkajs's autoCommit: it commits after every batch, a round trip to the coordinator
+ * before the next fetch. Partitions run side by side
  * (`partitionsConsumedConcurrently`); inside one, records run in offset order, or in `lanes` by key
  * hash with each key in order; consecutive records share an inbox transaction (`maxTransactionRecords`).
  */
@@ -39,6 +41,9 @@ const INFO_EVENTS = new Set<RouterEventName>(['router.retry', 'router.unblocked'
 
 /** kafkajs's heartbeat errors that mean the group is rebalancing or has moved on without this member. */
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
+
+/** Resolved offsets are committed at most this often while records flow (a crash redelivers at most this much). */
+const COMMIT_INTERVAL_MS = 1_000;
 
 export function createRouter(options: RouterOptions): Router {
   const settings = resolveSettings(options);
@@ -66,6 +71,16 @@ export function createRouter(options: RouterOptions): Router {
   let state: 'idle' | 'running' | 'stopping' = 'idle';
   /** In a consumer group with partitions assigned (false after a crash until kafkajs rejoins). */
   let joined = false;
+  /**
+   * Commits the consumer's resolved offsets: kafkajs hands its commit out only in a batch's payload, so
+   * the latest one is kept (its functions act on the consumer group, not on the batch). `all`: now;
+   * otherwise only when COMMIT_INTERVAL_MS has passed since the last commit.
+   */
+  let committer: ((all: boolean) => Promise<void>) | undefined;
+  let commitTimer: NodeJS.Timeout | undefined;
+  const commitOffsets = async (all: boolean) => {
+    await committer?.(all).catch((e: Error) => logger.debug({ event: 'router.commit-failed', error: e.message }, 'router: offset commit failed; the next one covers it'));
+  };
 
   const heartbeatIntervalMs = Math.max(500, Math.floor(settings.sessionTimeoutMs / 10));
   const aggregateTypeOf = options.aggregateTypeOf ?? defaultAggregateTypeOf;
@@ -78,8 +93,10 @@ export function createRouter(options: RouterOptions): Router {
    * timer heartbeats during the batch (kafkajs throttles it to heartbeatInterval); when the group
    * rebalances, the batch is revoked: no new transaction starts and no offset is resolved.
    */
-  async function eachBatch(payload: EachBatchPayload): Promise<void> {
+  async function eachBatch(payload: EachBatchPayload, owner: Consumer): Promise<void> {
     const { batch, heartbeat } = payload;
+    const commit = (all: boolean) => (all ? payload.commitOffsetsIfNecessary(payload.uncommittedOffsets()) : payload.commitOffsetsIfNecessary());
+    if (consumer === owner) committer = commit;
     const revocation = new AbortController();
     /** Cuts the batch's waits short when the router stops or the partition is revoked. */
     const waits = linkedAbort(abort.signal);
@@ -108,6 +125,11 @@ export function createRouter(options: RouterOptions): Router {
     } finally {
       clearInterval(timer);
       waits.dispose();
+      // The partition goes (a rebalance) or the consumer stops: what this batch finished is committed
+      // now, so the next owner does not redeliver it (it would only count duplicates).
+      if (revocation.signal.aborted || payload.isStale() || !payload.isRunning() || abort.signal.aborted) {
+        await commit(true).catch((e: Error) => logger.debug({ event: 'router.commit-failed', error: e.message }, 'router: offset commit failed; the next owner redelivers (duplicates)'));
+      }
     }
   }
 
@@ -163,6 +185,7 @@ export function createRouter(options: RouterOptions): Router {
       lanes: settings.lanes,
       maxTransactionRecords: settings.maxTransactionRecords,
       resolveOffset,
+      // Neither is a round trip unless due: the commit every COMMIT_INTERVAL_MS, the heartbeat every heartbeatInterval.
       progress: async () => {
         await commitOffsetsIfNecessary();
         await heartbeat();
@@ -246,6 +269,7 @@ export function createRouter(options: RouterOptions): Router {
       allowAutoTopicCreation: false,
     });
     consumer = c;
+    committer = undefined;
     joined = false;
     c.on(c.events.GROUP_JOIN, (e) => {
       if (consumer !== c) return;
@@ -272,10 +296,10 @@ export function createRouter(options: RouterOptions): Router {
         await c.subscribe({ topics: [...topics], fromBeginning: settings.fromBeginning });
         await c.run({
           eachBatchAutoResolve: false,
-          autoCommit: true,
-          autoCommitInterval: 1_000,
+          autoCommit: false,
+          autoCommitInterval: COMMIT_INTERVAL_MS,
           partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
-          eachBatch,
+          eachBatch: (payload) => eachBatch(payload, c),
         });
       } else {
         logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, 'no routed topics yet; waiting for the first one');
@@ -301,6 +325,7 @@ export function createRouter(options: RouterOptions): Router {
       consumer = undefined;
       consuming = false;
       // Finishes the batch in hand and commits its offsets before the new subscription joins.
+      await commitOffsets(true);
       await old?.disconnect().catch((e: Error) => logger.warn({ error: e.message }, 'router: consumer disconnect before re-subscribe failed'));
       // The old consumer is gone: until a new one runs the router consumes nothing (and says so on
       // /healthz), so this is retried until it works or the router stops.
@@ -342,6 +367,9 @@ export function createRouter(options: RouterOptions): Router {
         await this.stop();
         throw error;
       }
+      // An idle stream brings no batch: what the last one resolved is still committed within the interval.
+      commitTimer = setInterval(() => void commitOffsets(false), COMMIT_INTERVAL_MS);
+      commitTimer.unref();
       if (settings.topicRefreshMs > 0) {
         refreshTimer = setInterval(() => void refreshTopics(), settings.topicRefreshMs);
         refreshTimer.unref();
@@ -365,6 +393,9 @@ export function createRouter(options: RouterOptions): Router {
       if (state !== 'running') return;
       state = 'stopping';
       clearInterval(refreshTimer);
+      clearInterval(commitTimer);
+      // What is resolved now; the batch in hand commits what it finishes when it ends.
+      await commitOffsets(true);
       // Cuts retry waits short; the record in hand is not resolved, so it is redelivered next time.
       abort.abort();
       while (refreshing) await new Promise((r) => setTimeout(r, 20));
@@ -373,7 +404,7 @@ export function createRouter(options: RouterOptions): Router {
       await producer?.disconnect().catch(() => {});
       await admin?.disconnect().catch(() => {});
       if (!options.pool) await pool?.end().catch(() => {});
-      consumer = producer = pool = admin = recordDeps = undefined;
+      consumer = producer = pool = admin = recordDeps = committer = undefined;
       consuming = false;
       state = 'idle';
       logger.info({ event: 'router.stopped', ...stats }, 'router.stopped');
