@@ -16,7 +16,8 @@ export function textOf(query: string | { text: string }): string {
  * statements (`BEGIN; INSERT … RETURNING message_id, txid` as one simple query, the closing check,
  * COMMIT, ROLLBACK) the way PostgreSQL would. Only for pure logic; the integration tests use the real
  * database. Remembers inbox ids that committed; fails the inbox INSERT `failInsert` times;
- * `commitCommand` fakes a COMMIT that rolled back. `log` has one entry per round trip (its first word).
+ * `commitCommand` fakes a COMMIT that rolled back. `log` has one entry per round trip (its first word;
+ * `pool:` + it for one outside a transaction).
  */
 export function fakePool(opts: { failInsert?: number; commitCommand?: string } = {}) {
   const inbox = new Set<string>();
@@ -49,6 +50,11 @@ export function fakePool(opts: { failInsert?: number; commitCommand?: string } =
         },
         release: () => {},
       };
+    },
+    /** Statements outside a transaction (the parked keys' load, a park, ending a timed-out backend): no rows. */
+    query: async (query: string | { text: string }) => {
+      log.push(`pool:${textOf(query).split(' ')[0]}`);
+      return { command: 'SELECT', rowCount: 0, rows: [] };
     },
   };
   return { pool: pool as unknown as Pool, inbox, log };
