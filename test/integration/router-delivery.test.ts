@@ -154,9 +154,10 @@ describe('router delivery', () => {
     const spy = new Proxy(h.pool, {
       get(target, prop, receiver) {
         if (prop !== 'query') return Reflect.get(target, prop, receiver);
-        return (text: string, values: unknown[]) => {
-          statements.push({ text, values });
-          return target.query(text, values);
+        // A string with values, or a named statement ({ name, text, values }).
+        return (query: string | { text: string; values: unknown[] }, values?: unknown[]) => {
+          statements.push(typeof query === 'string' ? { text: query, values: values ?? [] } : { text: query.text, values: query.values });
+          return target.query(query as string, values);
         };
       },
     });
