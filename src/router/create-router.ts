@@ -42,6 +42,9 @@ const INFO_EVENTS = new Set<RouterEventName>(['router.retry', 'router.unblocked'
 /** kafkajs's heartbeat errors that mean the group is rebalancing or has moved on without this member. */
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
 
+/** A batch starts no new record after this long while it is the last one of its fetch (see runPartitionBatch's yieldAfterMs). */
+const YIELD_AFTER_MS = 500;
+
 /** Resolved offsets are committed at most this often while records flow (a crash redelivers at most this much). */
 const COMMIT_INTERVAL_MS = 1_000;
 
@@ -78,6 +81,8 @@ export function createRouter(options: RouterOptions): Router {
    */
   let committer: ((all: boolean) => Promise<void>) | undefined;
   let commitTimer: NodeJS.Timeout | undefined;
+  /** Batches being handled now; when one is left, the other partitions of its fetch wait on it. */
+  let batchesInHand = 0;
   const commitOffsets = async (all: boolean) => {
     await committer?.(all).catch((e: Error) => logger.debug({ event: 'router.commit-failed', error: e.message }, 'router: offset commit failed; the next one covers it'));
   };
@@ -114,6 +119,7 @@ export function createRouter(options: RouterOptions): Router {
         throw error;
       }
     };
+    batchesInHand++;
     const timer = setInterval(() => {
       // A consumer being disconnected (stop, or a re-subscribe) waits for this batch: cut a blocked or
       // waiting record short so the disconnect cannot hang on it.
@@ -123,6 +129,7 @@ export function createRouter(options: RouterOptions): Router {
     try {
       await consumeBatch(payload, beat, revocation.signal, waits.signal);
     } finally {
+      batchesInHand--;
       clearInterval(timer);
       waits.dispose();
       // The partition goes (a rebalance) or the consumer stops: what this batch finished is committed
@@ -192,6 +199,8 @@ export function createRouter(options: RouterOptions): Router {
       },
       stopped,
       revoked: () => revoked.aborted || isStale(),
+      yieldAfterMs: YIELD_AFTER_MS,
+      othersWaiting: () => batchesInHand <= 1,
     });
     // Records behind the high watermark once this batch is done (the consumer-lag gauge).
     const position = last ?? (batch.messages.length > 0 ? String(BigInt((batch.messages[0] as { offset: string }).offset) - 1n) : undefined);

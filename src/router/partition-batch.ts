@@ -16,6 +16,13 @@ export interface BatchOptions {
   stopped(): boolean;
   /** The partition was taken away (a rebalance): its offsets belong to another member now, resolve none. */
   revoked(): boolean;
+  /**
+   * After this long, the batch starts no new record while `othersWaiting()`: kafkajs fetches again only
+   * when every batch of its last fetch is done, so a long batch would hold the other partitions' next
+   * records. What is left is not resolved, so kafkajs fetches it again from the first unresolved offset.
+   */
+  yieldAfterMs?: number;
+  othersWaiting?(): boolean;
 }
 
 /**
@@ -42,7 +49,9 @@ export async function runPartitionBatch(
   let lastResolved: string | undefined;
   /** Set when a lane throws: its siblings start no new record, and the error is rethrown once all settle. */
   let failed = false;
-  const stopped = () => failed || options.stopped();
+  const started = Date.now();
+  const yields = () => options.yieldAfterMs !== undefined && Date.now() - started >= options.yieldAfterMs && (options.othersWaiting?.() ?? false);
+  const stopped = () => failed || options.stopped() || yields();
   const done = (index: number) => {
     finished[index] = true;
     while (next < messages.length && finished[next] && !options.revoked()) {
@@ -95,7 +104,8 @@ export async function runPartitionBatch(
       done(index);
       await options.progress();
     }
-    if (!stopped()) await flush();
+    // A batch that yields still applies the records it has prepared.
+    if (!failed && !options.stopped()) await flush();
   };
 
   // Not Promise.all: it would return while sibling lanes still run handlers and resolve offsets, behind

@@ -129,3 +129,25 @@ describe('runPartitionBatch: an event type without a handler under the block pol
     expect(d.stats.applied).toBe(2);
   });
 });
+
+describe('runPartitionBatch: a long batch yields to the partitions waiting on it', () => {
+  const messages = Array.from({ length: 20 }, (_, i) => message(i, `k${i}`));
+  const slow = () => deps(async () => void (await new Promise((r) => setTimeout(r, 15))));
+  const run = async (othersWaiting: boolean) => {
+    const resolved: string[] = [];
+    const d = slow();
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false, yieldAfterMs: 40, othersWaiting: () => othersWaiting });
+    return resolved;
+  };
+
+  it('starts no new record once past yieldAfterMs while others wait; what it did is a resolved prefix, the rest is fetched again', async () => {
+    const resolved = await run(true);
+    expect(resolved.length).toBeGreaterThan(0);
+    expect(resolved.length).toBeLessThan(20);
+    expect(resolved).toEqual(messages.slice(0, resolved.length).map((m) => m.offset));
+  });
+
+  it('goes on to the end when no other partition waits', async () => {
+    expect(await run(false)).toHaveLength(20);
+  });
+});
