@@ -94,6 +94,8 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
     throw new InboxUnavailable(error);
   }
   let broken = false;
+  /** The guard found a key parked since the load: the connection is fine, only the transaction goes. */
+  let stale = false;
   /** The new inbox rows, until our own COMMIT is sent (after that, rows that exist are ours). */
   let uncommitted: ReadonlySet<string> = new Set();
   const clock = new HandlerClock(options.handlerTimeoutMs);
@@ -147,7 +149,10 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
         const suspects = items.length === 1 ? items : freshItems;
         await endedTransaction(client, inboxTable, consumer, ended, suspects, suspects, applied);
       }
-      if (options.guard && check.parked && check.parked.length > 0) throw new InboxUnavailable(options.guard.stale(check.parked));
+      if (options.guard && check.parked && check.parked.length > 0) {
+        stale = true;
+        throw new InboxUnavailable(options.guard.stale(check.parked));
+      }
     }
     let committed: { command: string };
     uncommitted = new Set();
@@ -168,7 +173,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
     // the retry needs): end its backend from another connection, then drop this one.
     const timedOut = error instanceof HandlerFailed && isOutboxError(error.cause, 'HANDLER_TIMEOUT');
     if (timedOut) await terminate(pool, client);
-    broken = error instanceof InboxUnavailable || timedOut;
+    broken = (error instanceof InboxUnavailable && !stale) || timedOut;
     if (!broken) {
       await client.query('ROLLBACK').catch(() => {
         broken = true;
