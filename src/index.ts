@@ -27,7 +27,7 @@ export {
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
 export { createStack, type Stack } from './stack';
-export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type HandlerContext, type RoutedEvent, type RouterStats } from './router';
+export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats } from './router';
 export { replayDeadLetters, releaseKeys, createRouterMetrics, startHealthServer, type PayloadSchemas, type FailurePolicy } from './router';
 export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions } from './watchdog';
 export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats } from './relay';

@@ -3,7 +3,7 @@ import { Command, Option } from 'commander';
 import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
 import { createRouter, createRouterMetrics, DEFAULT_TOPICS, startHealthServer, type Handlers } from '../router';
-import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
+import { HANDLERS_SHAPE, handlerProblems, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
 import { STACK_HOST, STACK_PORTS } from '../stack/settings';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -18,17 +18,10 @@ function loadHandlers(path: string): Handlers {
   } catch (error) {
     throw new OutboxError('CONFIG_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js file (--handlers dist/handlers.js).`, { cause: error });
   }
-  const handlers = ((loaded as { default?: unknown })?.default ?? loaded) as Record<string, Record<string, unknown>>;
-  const bad = Object.entries(handlers ?? {}).flatMap(([aggregate, byType]) =>
-    typeof byType !== 'object' || byType === null
-      ? [`${aggregate}: not a map of event type → handler`]
-      : Object.entries(byType).filter(([, h]) => typeof h !== 'function').map(([type]) => `${aggregate}.${type}: not a function`),
-  );
-  if (!handlers || typeof handlers !== 'object' || Object.keys(handlers).length === 0 || bad.length > 0) {
-    throw new OutboxError(
-      'CONFIG_INVALID',
-      `The handlers module ${file} must export (default) { <aggregateType>: { <EventType>: async (event, ctx) => … } }` + (bad.length ? `; found: ${bad.join(', ')}` : '; it exports no handlers') + '.',
-    );
+  const handlers = (loaded as { default?: unknown })?.default ?? loaded;
+  const problems = handlerProblems(handlers);
+  if (problems.length > 0) {
+    throw new OutboxError('CONFIG_INVALID', `The handlers module ${file} must export (default) ${HANDLERS_SHAPE}; found: ${problems.join(', ')}.`);
   }
   return handlers as Handlers;
 }

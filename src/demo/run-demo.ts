@@ -10,7 +10,7 @@ import exampleHandlers from '../examples/order-handlers';
 import type { Logger } from '../log';
 import { createOutboxWriter } from '../producer';
 import { provision } from '../provision';
-import { createRouter, type Handlers } from '../router';
+import { createRouter, type EventTypeHandler, type HandlerContext, type Handlers, type RoutedEvent } from '../router';
 import { createStack } from '../stack';
 import { createConnectorSupervisor, createWatchdog } from '../watchdog';
 import { percentiles, round } from '../bench/stats';
@@ -179,14 +179,24 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
 
 /** The example's handlers, each also recording (event id, order id) in demo_handled in the same transaction. */
 function demoHandlers(base: Handlers): Handlers {
-  const wrapped: Record<string, Record<string, Handlers[string][string]>> = {};
+  const record = (events: ReadonlyArray<RoutedEvent>, ctx: HandlerContext) =>
+    ctx.tx.query('INSERT INTO demo_handled (event_id, order_id) SELECT * FROM unnest($1::uuid[], $2::uuid[])', [events.map((e) => e.id), events.map((e) => (e.payload as { orderId: string }).orderId)]);
+  const wrapped: Record<string, Record<string, EventTypeHandler>> = {};
   for (const [aggregateType, byType] of Object.entries(base)) {
     wrapped[aggregateType] = {};
     for (const [type, handler] of Object.entries(byType)) {
-      (wrapped[aggregateType] as Record<string, Handlers[string][string]>)[type] = async (event, ctx) => {
-        await handler(event, ctx);
-        await ctx.tx.query('INSERT INTO demo_handled (event_id, order_id) VALUES ($1, $2)', [event.id, (event.payload as { orderId: string }).orderId]);
-      };
+      (wrapped[aggregateType] as Record<string, EventTypeHandler>)[type] =
+        typeof handler === 'function'
+          ? async (event, ctx) => {
+              await handler(event, ctx);
+              await record([event], ctx);
+            }
+          : {
+              batch: async (events, ctx) => {
+                await handler.batch(events, ctx);
+                await record(events, ctx);
+              },
+            };
     }
   }
   return wrapped;

@@ -9,7 +9,7 @@ import { createLogger } from '../log';
 import { resolveSettings, type RouterOptions } from './options';
 import { ParkedKeys } from './parked';
 import { linkedAbort, runPartitionBatch } from './partition-batch';
-import type { RecordDeps } from './process-record';
+import type { BatchScope, RouterDeps } from './record-context';
 import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor, isDlqTopic } from './topics';
 import type { RouterEventName, RouterStats } from './types';
 
@@ -28,9 +28,11 @@ export interface Router {
  *
  * Why eachBatch with manual resolveOffset: a record's offset is resolved only after its inbox
  * transaction has committed (or its dead letter is written), so a crash anywhere before leaves the
- * record to be redelivered, and the inbox turns the redelivery into a counted duplicate. kafkajs's
- * autoCommit then commits the resolved offsets after every batch (and every second inside a long one),
- * and once more when stop() drains the batch in hand. Partitions run side by side
+ * record to be redelivered, and the inbox turns the redelivery into a counted duplicate. Resolved
+ * offsets are committed off the critical path: at most every COMMIT_INTERVAL_MS (between chunks, and by
+ * a timer when the stream is idle), and at once when a batch ends revoked or stopping and when stop()
+ * begins. Not kafkajs's autoCommit: it commits after every batch, a round trip to the coordinator
+ * before the next fetch. Partitions run side by side
  * (`partitionsConsumedConcurrently`); inside one, records run in offset order, or in `lanes` by key
  * hash with each key in order; consecutive records share an inbox transaction (`maxTransactionRecords`).
  */
@@ -39,6 +41,12 @@ const INFO_EVENTS = new Set<RouterEventName>(['router.retry', 'router.unblocked'
 
 /** kafkajs's heartbeat errors that mean the group is rebalancing or has moved on without this member. */
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
+
+/** A batch starts no new record after this long while it is the last one of its fetch (see runPartitionBatch's yieldAfterMs). */
+const YIELD_AFTER_MS = 500;
+
+/** Resolved offsets are committed at most this often while records flow (a crash redelivers at most this much). */
+const COMMIT_INTERVAL_MS = 1_000;
 
 export function createRouter(options: RouterOptions): Router {
   const settings = resolveSettings(options);
@@ -61,10 +69,23 @@ export function createRouter(options: RouterOptions): Router {
   let consumer: Consumer | undefined;
   let producer: Producer | undefined;
   let pool: Pool | undefined;
+  let recordDeps: RouterDeps | undefined;
   let abort = new AbortController();
   let state: 'idle' | 'running' | 'stopping' = 'idle';
   /** In a consumer group with partitions assigned (false after a crash until kafkajs rejoins). */
   let joined = false;
+  /**
+   * Commits the consumer's resolved offsets: kafkajs hands its commit out only in a batch's payload, so
+   * the latest one is kept (its functions act on the consumer group, not on the batch). `all`: now;
+   * otherwise only when COMMIT_INTERVAL_MS has passed since the last commit.
+   */
+  let committer: ((all: boolean) => Promise<void>) | undefined;
+  let commitTimer: NodeJS.Timeout | undefined;
+  /** Batches being handled now; when one is left, the other partitions of its fetch wait on it. */
+  let batchesInHand = 0;
+  const commitOffsets = async (all: boolean) => {
+    await committer?.(all).catch((e: Error) => logger.debug({ event: 'router.commit-failed', error: e.message }, 'router: offset commit failed; the next one covers it'));
+  };
 
   const heartbeatIntervalMs = Math.max(500, Math.floor(settings.sessionTimeoutMs / 10));
   const aggregateTypeOf = options.aggregateTypeOf ?? defaultAggregateTypeOf;
@@ -77,8 +98,10 @@ export function createRouter(options: RouterOptions): Router {
    * timer heartbeats during the batch (kafkajs throttles it to heartbeatInterval); when the group
    * rebalances, the batch is revoked: no new transaction starts and no offset is resolved.
    */
-  async function eachBatch(payload: EachBatchPayload): Promise<void> {
+  async function eachBatch(payload: EachBatchPayload, owner: Consumer): Promise<void> {
     const { batch, heartbeat } = payload;
+    const commit = (all: boolean) => (all ? payload.commitOffsetsIfNecessary(payload.uncommittedOffsets()) : payload.commitOffsetsIfNecessary());
+    if (consumer === owner) committer = commit;
     const revocation = new AbortController();
     /** Cuts the batch's waits short when the router stops or the partition is revoked. */
     const waits = linkedAbort(abort.signal);
@@ -96,6 +119,7 @@ export function createRouter(options: RouterOptions): Router {
         throw error;
       }
     };
+    batchesInHand++;
     const timer = setInterval(() => {
       // A consumer being disconnected (stop, or a re-subscribe) waits for this batch: cut a blocked or
       // waiting record short so the disconnect cannot hang on it.
@@ -105,17 +129,23 @@ export function createRouter(options: RouterOptions): Router {
     try {
       await consumeBatch(payload, beat, revocation.signal, waits.signal);
     } finally {
+      batchesInHand--;
       clearInterval(timer);
       waits.dispose();
+      // The partition goes (a rebalance) or the consumer stops: what this batch finished is committed
+      // now, so the next owner does not redeliver it (it would only count duplicates).
+      if (revocation.signal.aborted || payload.isStale() || !payload.isRunning() || abort.signal.aborted) {
+        await commit(true).catch((e: Error) => logger.debug({ event: 'router.commit-failed', error: e.message }, 'router: offset commit failed; the next owner redelivers (duplicates)'));
+      }
     }
   }
 
-  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
-    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
-    const deps: RecordDeps = {
+  /** Everything a record needs that outlives a batch: built once, when start() has the pool. */
+  function routerDeps(db: Pool): RouterDeps {
+    return {
       handlers: options.handlers,
       codec: options.codec ?? codec,
-      pool: pool as Pool,
+      pool: db,
       inboxTable: qualified(config.outbox.schema, config.outbox.inboxTable),
       consumer: settings.consumer,
       maxAttempts: settings.maxAttempts,
@@ -123,13 +153,11 @@ export function createRouter(options: RouterOptions): Router {
       infrastructureBackoff: settings.infrastructureBackoff,
       aggregateTypeOf,
       dlqTopicFor,
-      sendDeadLetter: async (topic, message) => {
+      sendDeadLetter: async (topic, message, source) => {
         // Never auto-created with broker defaults (a finite retention would delete the only copy).
-        await ensureDlqs(new Map([[topic, batch.topic]]));
+        await ensureDlqs(new Map([[topic, source]]));
         await (producer as Producer).send({ topic, acks: -1, messages: [message] });
       },
-      heartbeat,
-      signal: waits,
       stats,
       emit,
       random: options.random,
@@ -139,12 +167,18 @@ export function createRouter(options: RouterOptions): Router {
       handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
       payloadSchemas: options.payloadSchemas,
     };
+  }
+
+  async function consumeBatch(payload: EachBatchPayload, heartbeat: () => Promise<void>, revoked: AbortSignal, waits: AbortSignal): Promise<void> {
+    const { batch, resolveOffset, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const deps = recordDeps as RouterDeps;
+    const scope: BatchScope = { heartbeat, signal: waits };
     const stopped = () => !isRunning() || isStale() || abort.signal.aborted || revoked.aborted;
     if (settings.parkKeys) {
       const keys = batch.messages.map((m) => (m.key ? m.key.toString('utf8') : ''));
       for (let wait = 1; ; wait++) {
         try {
-          deps.parked = await ParkedKeys.load(deps.pool, parkedTable, settings.consumer, aggregateTypeOf(batch.topic), keys);
+          scope.parked = await ParkedKeys.load(deps.pool, parkedTable, settings.consumer, aggregateTypeOf(batch.topic), keys);
           break;
         } catch (error) {
           stats.infrastructureRetries++;
@@ -154,16 +188,19 @@ export function createRouter(options: RouterOptions): Router {
         }
       }
     }
-    const last = await runPartitionBatch(batch.topic, batch.partition, batch.messages, deps, {
+    const last = await runPartitionBatch(batch.topic, batch.partition, batch.messages, deps, scope, {
       lanes: settings.lanes,
       maxTransactionRecords: settings.maxTransactionRecords,
       resolveOffset,
+      // Neither is a round trip unless due: the commit every COMMIT_INTERVAL_MS, the heartbeat every heartbeatInterval.
       progress: async () => {
         await commitOffsetsIfNecessary();
         await heartbeat();
       },
       stopped,
       revoked: () => revoked.aborted || isStale(),
+      yieldAfterMs: YIELD_AFTER_MS,
+      othersWaiting: () => batchesInHand <= 1,
     });
     // Records behind the high watermark once this batch is done (the consumer-lag gauge).
     const position = last ?? (batch.messages.length > 0 ? String(BigInt((batch.messages[0] as { offset: string }).offset) - 1n) : undefined);
@@ -241,6 +278,7 @@ export function createRouter(options: RouterOptions): Router {
       allowAutoTopicCreation: false,
     });
     consumer = c;
+    committer = undefined;
     joined = false;
     c.on(c.events.GROUP_JOIN, (e) => {
       if (consumer !== c) return;
@@ -267,10 +305,10 @@ export function createRouter(options: RouterOptions): Router {
         await c.subscribe({ topics: [...topics], fromBeginning: settings.fromBeginning });
         await c.run({
           eachBatchAutoResolve: false,
-          autoCommit: true,
-          autoCommitInterval: 1_000,
+          autoCommit: false,
+          autoCommitInterval: COMMIT_INTERVAL_MS,
           partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
-          eachBatch,
+          eachBatch: (payload) => eachBatch(payload, c),
         });
       } else {
         logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, 'no routed topics yet; waiting for the first one');
@@ -296,6 +334,7 @@ export function createRouter(options: RouterOptions): Router {
       consumer = undefined;
       consuming = false;
       // Finishes the batch in hand and commits its offsets before the new subscription joins.
+      await commitOffsets(true);
       await old?.disconnect().catch((e: Error) => logger.warn({ error: e.message }, 'router: consumer disconnect before re-subscribe failed'));
       // The old consumer is gone: until a new one runs the router consumes nothing (and says so on
       // /healthz), so this is retried until it works or the router stops.
@@ -323,6 +362,7 @@ export function createRouter(options: RouterOptions): Router {
       state = 'running';
       abort = new AbortController();
       pool = options.pool ?? createPool(config.database, { application_name: `outbox-router:${settings.consumer}`, max: settings.poolSize }, (error) => logger.warn({ err: error.message }, 'router.db-idle-error'));
+      recordDeps = routerDeps(pool);
       // Not idempotent (kafkajs wants endless retries for that): a rare duplicate dead letter is harmless,
       // since a replayed one goes through the inbox again.
       // No auto-creation: DLQ topics are created explicitly with their retention (ensureDlqTopics).
@@ -336,6 +376,9 @@ export function createRouter(options: RouterOptions): Router {
         await this.stop();
         throw error;
       }
+      // An idle stream brings no batch: what the last one resolved is still committed within the interval.
+      commitTimer = setInterval(() => void commitOffsets(false), COMMIT_INTERVAL_MS);
+      commitTimer.unref();
       if (settings.topicRefreshMs > 0) {
         refreshTimer = setInterval(() => void refreshTopics(), settings.topicRefreshMs);
         refreshTimer.unref();
@@ -359,6 +402,9 @@ export function createRouter(options: RouterOptions): Router {
       if (state !== 'running') return;
       state = 'stopping';
       clearInterval(refreshTimer);
+      clearInterval(commitTimer);
+      // What is resolved now; the batch in hand commits what it finishes when it ends.
+      await commitOffsets(true);
       // Cuts retry waits short; the record in hand is not resolved, so it is redelivered next time.
       abort.abort();
       while (refreshing) await new Promise((r) => setTimeout(r, 20));
@@ -367,7 +413,7 @@ export function createRouter(options: RouterOptions): Router {
       await producer?.disconnect().catch(() => {});
       await admin?.disconnect().catch(() => {});
       if (!options.pool) await pool?.end().catch(() => {});
-      consumer = producer = pool = admin = undefined;
+      consumer = producer = pool = admin = recordDeps = committer = undefined;
       consuming = false;
       state = 'idle';
       logger.info({ event: 'router.stopped', ...stats }, 'router.stopped');

@@ -1,5 +1,6 @@
 import type { IHeaders, Message } from 'kafkajs';
-import { isOutboxError } from '../errors';
+import { isOutboxError, OutboxError } from '../errors';
+import { messageOf, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Outcome, type RouterDeps, type Where } from './record-context';
 
 /** What is known about a record that is given up on. */
 export interface DeadLetterInput {
@@ -93,4 +94,67 @@ export function isRetriableSendError(error: unknown): boolean {
   let deepest = error as { cause?: unknown; retriable?: unknown } | undefined;
   while (deepest && typeof deepest === 'object' && deepest.cause && deepest.cause !== deepest) deepest = deepest.cause as typeof deepest;
   return deepest?.retriable === true;
+}
+
+/**
+ * The third part of a record's way: its dead letter, then (policy permitting) its key parked so the
+ * key's later events follow it. Resolves 'aborted' when the router stops while waiting for the DLQ or
+ * the database.
+ */
+export async function deadLetterAndPark(where: Where, failure: Failure, eventId: string | undefined, deps: RouterDeps, scope: BatchScope): Promise<Outcome> {
+  const outcome = await sendDeadLetter(where, failure, deps, scope);
+  if (outcome !== 'dead-lettered' || !scope.parked || where.key === '') return outcome;
+  const id = eventId ?? `offset:${where.topic}/${where.partition}/${where.message.offset}`;
+  for (let wait = 1; ; wait++) {
+    try {
+      await scope.parked.park(where.key, id, String(failure.code));
+      return outcome;
+    } catch (error) {
+      // The dead letter is written; a redelivery would write it again (harmless: replay goes through the inbox).
+      if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope))) return 'aborted';
+    }
+  }
+}
+
+async function sendDeadLetter(where: Where, failure: Failure, deps: RouterDeps, scope: BatchScope): Promise<Outcome> {
+  const { topic, partition, message } = where;
+  const dlqTopic = deps.dlqTopicFor(topic, where.aggregateType);
+  let letter = buildDeadLetter({
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key,
+    value: message.value,
+    headers: message.headers,
+    errorCode: failure.code,
+    errorMessage: failure.message,
+    attempts: failure.attempts,
+  });
+  let reduced = false;
+  // A record is never skipped without its dead letter: if the DLQ is unavailable, wait for it. Waiting
+  // is only for what can come back (kafkajs says retriable); a refusal that will repeat is not waited on.
+  for (let wait = 1; ; wait++) {
+    try {
+      await deps.sendDeadLetter(dlqTopic, letter, topic);
+      deps.stats.deadLettered++;
+      deps.emit('router.dead-letter', { topic, partition, offset: message.offset, dlqTopic, code: failure.code, error: failure.message, attempts: failure.attempts, reduced });
+      return 'dead-lettered';
+    } catch (error) {
+      if (!isRetriableSendError(error)) {
+        if (reduced) {
+          throw new OutboxError(
+            'DLQ_REJECTED',
+            `${dlqTopic} refused the dead letter of ${topic}/${partition}@${message.offset}, even without its value and headers: ${messageOf(error)}. The router stops rather than skip the record or wait forever; fix the DLQ topic (write access, max.message.bytes) and restart it.`,
+            { retriable: false, cause: error, details: { dlqTopic, topic, partition, offset: message.offset } },
+          );
+        }
+        // Too large, an invalid record, a header kafkajs cannot encode: keep the event's identity and why.
+        letter = reduceDeadLetter(letter, messageOf(error));
+        reduced = true;
+        continue;
+      }
+      const unavailable = new OutboxError('DLQ_UNAVAILABLE', `Cannot write the dead letter to ${dlqTopic}: ${messageOf(error)}`, { retriable: true, cause: error });
+      if (!(await waitForInfrastructure(unavailable, wait, { topic, partition, offset: message.offset }, deps, scope))) return 'aborted';
+    }
+  }
 }

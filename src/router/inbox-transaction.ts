@@ -1,4 +1,5 @@
-import type { Pool, PoolClient } from 'pg';
+import { createHash } from 'node:crypto';
+import { escapeLiteral, type Pool, type PoolClient, type QueryResult } from 'pg';
 import { pgCode } from '../db';
 import { isOutboxError, OutboxError } from '../errors';
 
@@ -26,17 +27,35 @@ export class HandlerFailed extends Error {
 /** At COMMIT, integrity (23…) and serialization (40…) errors come from the handler's writes. */
 const handlerCommitClasses = ['23', '40'];
 
-/** One event to apply: its inbox key and the handler call bound to it. */
+/** One event to apply: its inbox key. */
 export interface InboxItem {
   id: string;
-  run(tx: PoolClient): Promise<void>;
-  /** Runs in the same transaction whether the event is new or a duplicate (e.g. releasing a parked key). */
-  afterInbox?(tx: PoolClient): Promise<void>;
 }
 
-export interface ApplyOptions {
-  /** A handler that takes longer fails this attempt; its connection is closed, cancelling its statement. */
+/** One handler call: consecutive fresh items of the chunk, in offset order. */
+export interface HandlerCall<T extends InboxItem> {
+  items: readonly T[];
+  run(tx: PoolClient): Promise<void>;
+}
+
+/** The parked-key check folded into the transaction's closing check: a SQL expression over $1…$n and its values. */
+export interface ClosingGuard {
+  /** An expression yielding text[] of the keys parked since the batch loaded ($1… are `values`). */
+  sql: string;
+  values: readonly unknown[];
+  /** Thrown (as InboxUnavailable's cause) when it yields keys. */
+  stale(keys: readonly string[]): Error;
+}
+
+export interface ApplyOptions<T extends InboxItem = InboxItem> {
+  /** A handler call that takes longer fails this attempt; its connection is closed, cancelling its statement. */
   handlerTimeoutMs?: number;
+  /** The handler calls for the fresh items (after inbox dedup), in order; every fresh item in exactly one call. */
+  calls?(fresh: readonly T[]): ReadonlyArray<HandlerCall<T>>;
+  /** Runs in the same transaction whether the events are new or duplicates (e.g. releasing a parked key). */
+  afterInbox?(tx: PoolClient): Promise<void>;
+  /** Checked in the statement before COMMIT that also checks the transaction is still ours. */
+  guard?: ClosingGuard;
 }
 
 /**
@@ -50,19 +69,21 @@ export async function applyOnce(
   consumer: string,
   messageId: string,
   run: (tx: PoolClient) => Promise<void>,
-  options: ApplyOptions & { afterInbox?: (tx: PoolClient) => Promise<void> } = {},
+  options: Omit<ApplyOptions, 'calls'> = {},
 ): Promise<ApplyResult> {
-  const [result] = await applyMany(pool, inboxTable, consumer, [{ id: messageId, run, afterInbox: options.afterInbox }], options);
+  const [result] = await applyMany(pool, inboxTable, consumer, [{ id: messageId }], { ...options, calls: (fresh) => fresh.map((item) => ({ items: [item], run })) });
   return result as ApplyResult;
 }
 
 /**
- * Several events of one partition in ONE transaction: one INSERT … RETURNING for all inbox rows, then
- * the handlers of the new ones in order, one COMMIT. Either all commit or none does; the caller falls
- * back to one transaction per event when a chunk fails, so one bad event costs its neighbours only a
- * second try. An id twice in one chunk is applied once: the second is a duplicate.
+ * Several events of one partition in ONE transaction, in a constant number of the router's own round
+ * trips whatever their number: `BEGIN; INSERT … RETURNING` (one simple query), the handler calls of the
+ * new events in order, one closing check (the transaction is still ours, no key parked since the
+ * batch loaded), COMMIT. Either all commit or none does; the caller falls back to one transaction per
+ * event when a chunk fails, so one bad event costs its neighbours only a second try. An id twice in one
+ * chunk is applied once: the second is a duplicate.
  */
-export async function applyMany(pool: Pool, inboxTable: string, consumer: string, items: readonly InboxItem[], options: ApplyOptions = {}): Promise<ApplyResult[]> {
+export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: string, consumer: string, items: readonly T[], options: ApplyOptions<T> = {}): Promise<ApplyResult[]> {
   const ended = endedEvents(pool);
   const known = items.find((i) => ended.has(endedKey(consumer, i.id)));
   if (known) throw new HandlerFailed(handlerEndedTransaction(known.id));
@@ -73,58 +94,64 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
     throw new InboxUnavailable(error);
   }
   let broken = false;
+  /** The guard found a key parked since the load: the connection is fine, only the transaction goes. */
+  let stale = false;
   /** The new inbox rows, until our own COMMIT is sent (after that, rows that exist are ours). */
   let uncommitted: ReadonlySet<string> = new Set();
+  const clock = new HandlerClock(options.handlerTimeoutMs);
   try {
     let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
-      await client.query('BEGIN');
-      inbox = await insertInbox(client, inboxTable, consumer, items);
+      inbox = await beginAndInsert(client, inboxTable, consumer, items);
     } catch (error) {
       throw new InboxUnavailable(error);
     }
     const { fresh, txid } = inbox;
-    const applied = new Set(fresh);
+    const applied: ReadonlySet<string> = new Set(fresh);
     uncommitted = applied;
-    const results: ApplyResult[] = [];
-    for (const [index, item] of items.entries()) {
-      const isNew = fresh.delete(item.id.toLowerCase());
-      if (isNew) {
-        try {
-          await withTimeout(item.run(client), options.handlerTimeoutMs, item.id);
-        } catch (error) {
-          throw new HandlerFailed(error);
-        }
-        // Free (no round trip): the last ReadyForQuery said the connection is outside any transaction.
-        // Checked before afterInbox, which must never run outside the inbox transaction.
-        if (transactionStatus(client) === 'I') {
-          await endedTransaction(client, inboxTable, consumer, ended, items.slice(index), applied);
-        }
+    const results: ApplyResult[] = items.map((item) => (fresh.delete(item.id.toLowerCase()) ? 'applied' : 'duplicate'));
+    const freshItems = items.filter((_, i) => results[i] === 'applied');
+    for (const call of options.calls?.(freshItems) ?? []) {
+      try {
+        await clock.time(call.run(client), (call.items[0] as T).id);
+      } catch (error) {
+        throw new HandlerFailed(error);
       }
-      if (item.afterInbox) {
-        try {
-          await item.afterInbox(client);
-        } catch (error) {
-          throw new InboxUnavailable(error);
-        }
+      // Free (no round trip): the last ReadyForQuery said the connection is outside any transaction.
+      // Checked before afterInbox, which must never run outside the inbox transaction.
+      if (transactionStatus(client) === 'I') {
+        const from = items.indexOf(call.items[0] as T);
+        await endedTransaction(client, inboxTable, consumer, ended, call.items, items.slice(from), applied);
       }
-      results.push(isNew ? 'applied' : 'duplicate');
     }
-    if (results.every((r) => r === 'duplicate') && !items.some((i) => i.afterInbox)) {
+    clock.stop();
+    if (options.afterInbox) {
+      try {
+        await options.afterInbox(client);
+      } catch (error) {
+        throw new InboxUnavailable(error);
+      }
+    }
+    if (freshItems.length === 0 && !options.afterInbox) {
       await client.query('ROLLBACK').catch(() => {});
       return results;
     }
     // A handler that ran COMMIT and then BEGIN leaves a transaction open, but not ours: compare ids.
     if (txid !== undefined && transactionStatus(client) !== 'E') {
-      let now: string | null;
+      let check: { txid: string | null; parked: string[] | null };
       try {
-        now = (await client.query<{ txid: string | null }>('SELECT txid_current_if_assigned()::text AS txid')).rows[0]?.txid ?? null;
+        check = (await client.query<{ txid: string | null; parked: string[] | null }>(closingCheck(options.guard))).rows[0] ?? { txid: null, parked: null };
       } catch (error) {
         throw new InboxUnavailable(error);
       }
-      if (now !== txid) {
+      if (check.txid !== txid) {
         // Which handler did it is unknown in a chunk: every new event of it is failed (loudly), none re-run.
-        await endedTransaction(client, inboxTable, consumer, ended, items.length === 1 ? items : items.filter((i) => applied.has(i.id.toLowerCase())), applied, items.length > 1);
+        const suspects = items.length === 1 ? items : freshItems;
+        await endedTransaction(client, inboxTable, consumer, ended, suspects, suspects, applied);
+      }
+      if (options.guard && check.parked && check.parked.length > 0) {
+        stale = true;
+        throw new InboxUnavailable(options.guard.stale(check.parked));
       }
     }
     let committed: { command: string };
@@ -141,11 +168,12 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
     }
     return results;
   } catch (error) {
+    clock.stop();
     // A timed-out handler may still be running a statement, holding its locks (the inbox row too, which
     // the retry needs): end its backend from another connection, then drop this one.
     const timedOut = error instanceof HandlerFailed && isOutboxError(error.cause, 'HANDLER_TIMEOUT');
     if (timedOut) await terminate(pool, client);
-    broken = error instanceof InboxUnavailable || timedOut;
+    broken = (error instanceof InboxUnavailable && !stale) || timedOut;
     if (!broken) {
       await client.query('ROLLBACK').catch(() => {
         broken = true;
@@ -158,13 +186,30 @@ export async function applyMany(pool: Pool, inboxTable: string, consumer: string
       const survived = await committedRows(broken ? pool : client, inboxTable, consumer, uncommitted).catch((): string[] => []);
       if (survived.length > 0) {
         const rest = items.filter((i) => survived.includes(i.id.toLowerCase()));
-        await endedTransaction(broken ? pool : client, inboxTable, consumer, endedEvents(pool), rest, uncommitted, true);
+        await endedTransaction(broken ? pool : client, inboxTable, consumer, endedEvents(pool), rest, rest, uncommitted);
       }
     }
     throw error;
   } finally {
     client.release(broken);
   }
+}
+
+/** The closing check's statement: the transaction id now, and the guard's keys (NULL without a guard). */
+function closingCheck(guard: ClosingGuard | undefined): { name: string; text: string; values: unknown[] } {
+  const text = `SELECT txid_current_if_assigned()::text AS txid, ${guard ? guard.sql : 'NULL::text[]'} AS parked`;
+  return { name: statementName(text), text, values: guard ? [...guard.values] : [] };
+}
+
+const statementNames = new Map<string, string>();
+/**
+ * A named prepared statement (parsed and planned once per connection) for a text the router sends
+ * often. The name is derived from the text, so two texts (two inbox tables) never share one.
+ */
+export function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `outbox_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`));
+  return name;
 }
 
 /**
@@ -202,27 +247,25 @@ function handlerEndedTransaction(id: string): OutboxError {
 }
 
 /**
- * A handler ended the transaction the router opened. `rest` starts with the event whose handler did it:
- * it is failed (not retried, never counted as applied), and the inbox rows of the events after it,
- * which its COMMIT may have committed without their effects, are deleted so they are applied again.
- * `unattributed`: the culprit is unknown, so every event of `rest` is failed and its row kept.
+ * A handler ended the transaction the router opened. `failed` are the events of the handler call that
+ * did it (every new event of the chunk when the culprit is unknown): they are failed (not retried,
+ * never counted as applied). The inbox rows of `rest` (from the culprit on), which its COMMIT may have
+ * committed without their effects, are deleted so they are applied again.
  */
 async function endedTransaction(
   client: Pick<PoolClient, 'query'>,
   inboxTable: string,
   consumer: string,
   ended: Set<string>,
+  failed: readonly InboxItem[],
   rest: readonly InboxItem[],
   applied: ReadonlySet<string>,
-  unattributed = false,
 ): Promise<never> {
-  const [culprit, ...after] = rest;
-  const failed = unattributed ? rest : culprit ? [culprit] : [];
   for (const item of failed) ended.add(endedKey(consumer, item.id));
   while (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
   // Every row this transaction wrote for the failed events and those after them goes, so the events
   // are applied again by a replay (after the fix, and after checking the culprit's partial effects).
-  const lost = [...new Set((unattributed ? rest : [...failed, ...after]).filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id.toLowerCase()))];
+  const lost = [...new Set(rest.filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id.toLowerCase()))];
   await client.query('ROLLBACK').catch(() => {});
   if (lost.length > 0) {
     try {
@@ -232,7 +275,7 @@ async function endedTransaction(
       for (const id of lost) ended.add(endedKey(consumer, id));
     }
   }
-  throw new HandlerFailed(handlerEndedTransaction((culprit as InboxItem).id));
+  throw new HandlerFailed(handlerEndedTransaction((failed[0] as InboxItem).id));
 }
 
 /** Which of `ids` have an inbox row now, as seen from outside the (rolled-back) transaction. */
@@ -246,30 +289,67 @@ async function terminate(pool: Pool, client: PoolClient): Promise<void> {
   if (pid) await pool.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => {});
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /**
- * The new inbox rows, and the transaction id that wrote them (returned by the same statement: no extra
- * round trip). No new row: no handler runs, so no id is needed.
+ * BEGIN, then the new inbox rows and the transaction id that wrote them (RETURNING: no extra round
+ * trip). Both go in ONE simple query, which takes no parameters: the ids are inlined only when every
+ * one is a UUID (the record headers are checked to be), the consumer as an escaped literal; otherwise
+ * two round trips with parameters. No new row: no handler runs, so no id is needed.
  */
-async function insertInbox(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
-  const result = await client.query<{ message_id: string; txid: string }>(
-    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT $1, id, now() FROM unnest($2::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`,
-    [consumer, items.map((i) => i.id)],
-  );
-  return { fresh: new Set(result.rows.map((r) => r.message_id.toLowerCase())), txid: result.rows[0]?.txid };
+async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
+  const ids = items.map((i) => i.id);
+  const insert = (consumerSql: string, idsSql: string) =>
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+  let rows: Array<{ message_id: string; txid: string }>;
+  if (ids.every((id) => UUID.test(id))) {
+    const results = (await client.query(`BEGIN; ${insert(escapeLiteral(consumer), `'{${ids.join(',')}}'`)}`)) as unknown as Array<QueryResult<{ message_id: string; txid: string }>>;
+    rows = (results[1] as QueryResult<{ message_id: string; txid: string }>).rows;
+  } else {
+    await client.query('BEGIN');
+    rows = (await client.query<{ message_id: string; txid: string }>(insert('$1', '$2'), [consumer, ids])).rows;
+  }
+  return { fresh: new Set(rows.map((r) => r.message_id.toLowerCase())), txid: rows[0]?.txid };
 }
 
-async function withTimeout<T>(work: Promise<T>, ms: number | undefined, id: string): Promise<T> {
-  if (!ms) return work;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new OutboxError('HANDLER_TIMEOUT', `The handler of event ${id} did not finish within ${ms} ms (handlerTimeoutMs); its transaction was rolled back and will be retried.`, { retriable: true })),
-      ms,
-    );
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
+/**
+ * The handler timeout of a whole transaction with ONE timer, not one per handler call: each call sets
+ * its own deadline; the timer, when it fires early (a later call's deadline), re-arms for the rest.
+ * Between calls (the router's own statements) it never fires a timeout.
+ */
+class HandlerClock {
+  private timer: NodeJS.Timeout | undefined;
+  private deadline = 0;
+  private current: { id: string; reject(error: Error): void } | undefined;
+
+  constructor(private readonly ms: number | undefined) {}
+
+  async time<T>(work: Promise<T>, id: string): Promise<T> {
+    if (!this.ms) return work;
+    this.deadline = Date.now() + this.ms;
+    if (!this.timer) this.arm(this.ms);
+    const expired = new Promise<never>((_, reject) => (this.current = { id, reject }));
+    try {
+      return await Promise.race([work, expired]);
+    } finally {
+      this.current = undefined;
+    }
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private arm(delay: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (!this.current) return;
+      const left = this.deadline - Date.now();
+      if (left > 0) return this.arm(left);
+      this.current.reject(
+        new OutboxError('HANDLER_TIMEOUT', `The handler of event ${this.current.id} did not finish within ${this.ms} ms (handlerTimeoutMs); its transaction was rolled back and will be retried.`, { retriable: true }),
+      );
+    }, delay);
   }
 }

@@ -1,6 +1,6 @@
 export { createRouter, type Router } from './create-router';
 export { consumerName, LOCAL_STACK_CONSUMER, type RouterOptions, type RouterSettings } from './options';
-export type { EventHandler, Handlers, HandlerContext, RoutedEvent, RouterStats, RouterEventName, RouterEventListener } from './types';
+export type { BatchHandler, EventHandler, EventTypeHandler, Handlers, HandlerContext, RoutedEvent, RouterStats, RouterEventName, RouterEventListener } from './types';
 export { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
 export { backoffDelay } from '../retry';
 export { buildDeadLetter, type DeadLetterInput } from './dead-letter';
@@ -9,5 +9,5 @@ export { createRouterMetrics, type RouterMetrics } from './metrics';
 export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';
 export { DEFAULT_REPLAY_TIMEOUT_MS, replayDeadLetters, type ReplayOptions, type ReplayReport, type ReplayedRecord } from './replay';
 export { releaseKeys, type ReleaseTarget } from './parked';
-export { REPLAY_HEADER, type FailurePolicy, type PayloadSchemas } from './process-record';
+export { REPLAY_HEADER, type FailurePolicy, type PayloadSchemas } from './record-context';
 export { laneOf } from './partition-batch';

@@ -6,7 +6,7 @@ import { isLocalStackDatabase, type OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
-import type { PayloadSchemas } from './process-record';
+import type { PayloadSchemas } from './record-context';
 import type { Handlers, RouterEventListener } from './types';
 
 export const UNKNOWN_EVENT_TYPE_POLICIES = ['dead-letter', 'skip', 'block'] as const;
@@ -141,15 +141,9 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`);
     throw new OutboxError('CONFIG_INVALID', `Invalid router options:\n${problems.map((p) => `  - ${p}`).join('\n')}`, { details: { problems } });
   }
-  if (!handlers || typeof handlers !== 'object' || Object.keys(handlers).length === 0) {
-    throw new OutboxError('CONFIG_INVALID', 'createRouter needs handlers: an object mapping aggregate type → event type → async (event, ctx) => {...}.', {});
-  }
-  for (const [aggregateType, byType] of Object.entries(handlers)) {
-    for (const [eventType, handler] of Object.entries(byType ?? {})) {
-      if (typeof handler !== 'function') {
-        throw new OutboxError('CONFIG_INVALID', `handlers.${aggregateType}.${eventType} is a ${typeof handler}, not a function.`, {});
-      }
-    }
+  const problems = handlerProblems(handlers);
+  if (problems.length > 0) {
+    throw new OutboxError('CONFIG_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
   }
   const s = parsed.data;
   const consumer = consumerName(options.config, s.consumer);
@@ -168,4 +162,19 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
     groupId,
     poolSize: s.poolSize ?? s.partitionsConsumedConcurrently * s.lanes + 2,
   });
+}
+
+/** The shape of a handlers module, for error messages. */
+export const HANDLERS_SHAPE = '{ <aggregateType>: { <EventType>: async (event, ctx) => … or { batch: async (events, ctx) => … } } }';
+
+/** What is wrong with a handlers object (empty: nothing). */
+export function handlerProblems(handlers: unknown): string[] {
+  if (!handlers || typeof handlers !== 'object' || Object.keys(handlers).length === 0) return ['there are none'];
+  return Object.entries(handlers).flatMap(([aggregate, byType]) =>
+    typeof byType !== 'object' || byType === null
+      ? [`${aggregate}: not a map of event type → handler`]
+      : Object.entries(byType as Record<string, unknown>)
+          .filter(([, h]) => typeof h !== 'function' && typeof (h as { batch?: unknown } | null)?.batch !== 'function')
+          .map(([type, h]) => `${aggregate}.${type}: a ${h === null ? 'null' : typeof h}, neither a function nor { batch: function }`),
+  );
 }

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { OutboxError } from '../errors';
+import { statementName, type ClosingGuard } from './inbox-transaction';
 
 /**
  * Keys the table can hold: not empty (a keyless record has no order to keep) and without NUL, which
@@ -38,7 +39,7 @@ export class ParkedKeysStale extends Error {
  *
  * A batch's copy can be stale if another router parked a key after the load (a partition moved in a
  * rebalance while the old owner was still finishing a record): `guardIn` checks, inside each inbox
- * transaction, that no key assumed unparked has a row now. Per-key order is never broken silently.
+ * transaction (`guard`), that no key assumed unparked has a row now. Per-key order is never broken silently.
  */
 export class ParkedKeys {
   private constructor(
@@ -67,11 +68,8 @@ export class ParkedKeys {
   async reload(keys: readonly string[]): Promise<void> {
     const distinct = [...new Set(keys.filter(parkable))];
     if (distinct.length === 0) return;
-    const { rows } = await this.pool.query<{ aggregate_id: string; event_id: string; seq: string }>(ParkedKeys.headsQuery(this.table), [
-      this.consumer,
-      this.aggregateType,
-      distinct,
-    ]);
+    const text = ParkedKeys.headsQuery(this.table);
+    const { rows } = await this.pool.query<{ aggregate_id: string; event_id: string; seq: string }>({ name: statementName(text), text, values: [this.consumer, this.aggregateType, distinct] });
     for (const key of distinct) this.heads.delete(key);
     for (const row of rows) this.heads.set(row.aggregate_id, { eventId: row.event_id, seq: row.seq });
   }
@@ -94,18 +92,19 @@ export class ParkedKeys {
   }
 
   /**
-   * Inside an inbox transaction: fails with ParkedKeysStale if any of these keys (all unparked when
-   * this batch loaded) has a parked row now. One indexed probe per key, in the transaction, so a park
-   * committed before it is seen.
+   * For the inbox transaction's closing check: the keys of `keys` (all unparked when this batch loaded)
+   * that have a parked row now; the transaction then fails with ParkedKeysStale. One indexed probe per
+   * key, inside the transaction and in the statement it sends anyway before COMMIT (no round trip of
+   * its own), so a park committed before it is seen. undefined when no key can be parked.
    */
-  async guardIn(tx: PoolClient, keys: readonly string[]): Promise<void> {
+  guard(keys: readonly string[]): ClosingGuard | undefined {
     const distinct = [...new Set(keys.filter(parkable))];
-    if (distinct.length === 0) return;
-    const { rows } = await tx.query<{ aggregate_id: string }>(
-      `SELECT DISTINCT aggregate_id FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[])`,
-      [this.consumer, this.aggregateType, distinct],
-    );
-    if (rows.length > 0) throw new ParkedKeysStale(rows.map((r) => r.aggregate_id));
+    if (distinct.length === 0) return undefined;
+    return {
+      sql: `ARRAY(SELECT DISTINCT aggregate_id FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]))`,
+      values: [this.consumer, this.aggregateType, distinct],
+      stale: (parked) => new ParkedKeysStale(parked),
+    };
   }
 
   /**

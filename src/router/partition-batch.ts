@@ -1,6 +1,7 @@
 import type { KafkaMessage } from 'kafkajs';
-import { applyChunk, chunkable, finishRecord, prepareRecord, type Outcome, type Ready, type RecordDeps } from './process-record';
-import { headerText } from './record-headers';
+import { applyChunk, chunkable, finishRecord } from './apply';
+import { blocksLane, prepareRecord } from './prepare';
+import type { BatchScope, Outcome, Ready, RouterDeps } from './record-context';
 
 export interface BatchOptions {
   /** Lanes per partition: records are spread by key hash, each lane keeps its keys in offset order. */
@@ -15,6 +16,13 @@ export interface BatchOptions {
   stopped(): boolean;
   /** The partition was taken away (a rebalance): its offsets belong to another member now, resolve none. */
   revoked(): boolean;
+  /**
+   * After this long, the batch starts no new record while `othersWaiting()`: kafkajs fetches again only
+   * when every batch of its last fetch is done, so a long batch would hold the other partitions' next
+   * records. What is left is not resolved, so kafkajs fetches it again from the first unresolved offset.
+   */
+  yieldAfterMs?: number;
+  othersWaiting?(): boolean;
 }
 
 /**
@@ -25,16 +33,25 @@ export interface BatchOptions {
  * not committed past an unfinished one in a slow lane, so a crash redelivers (and the inbox skips)
  * rather than loses. Returns the last resolved offset, or undefined when none was.
  */
-export async function runPartitionBatch(topic: string, partition: number, messages: readonly KafkaMessage[], batchDeps: RecordDeps, options: BatchOptions): Promise<string | undefined> {
+export async function runPartitionBatch(
+  topic: string,
+  partition: number,
+  messages: readonly KafkaMessage[],
+  deps: RouterDeps,
+  batchScope: BatchScope,
+  options: BatchOptions,
+): Promise<string | undefined> {
   // A failing lane aborts its siblings' retry and backoff waits, so they stop within one record.
-  const failure = linkedAbort(batchDeps.signal);
-  const deps: RecordDeps = { ...batchDeps, signal: failure.signal };
+  const failure = linkedAbort(batchScope.signal);
+  const scope: BatchScope = { ...batchScope, signal: failure.signal };
   const finished = new Array<boolean>(messages.length).fill(false);
   let next = 0;
   let lastResolved: string | undefined;
   /** Set when a lane throws: its siblings start no new record, and the error is rethrown once all settle. */
   let failed = false;
-  const stopped = () => failed || options.stopped();
+  const started = Date.now();
+  const yields = () => options.yieldAfterMs !== undefined && Date.now() - started >= options.yieldAfterMs && (options.othersWaiting?.() ?? false);
+  const stopped = () => failed || options.stopped() || yields();
   const done = (index: number) => {
     finished[index] = true;
     while (next < messages.length && finished[next] && !options.revoked()) {
@@ -58,11 +75,11 @@ export async function runPartitionBatch(topic: string, partition: number, messag
       pending = [];
       if (chunk.length === 0) return true;
       const outcomes: Array<Outcome | undefined> =
-        chunk.length > 1 ? ((await applyChunk(chunk.map((c) => c.ready), deps)) ?? []) : [];
+        chunk.length > 1 ? ((await applyChunk(chunk.map((c) => c.ready), deps, scope)) ?? []) : [];
       for (let i = 0; i < chunk.length; i++) {
         const item = chunk[i] as { index: number; ready: Ready };
         // A failed chunk (or a chunk of one): each record in its own transaction, retried, in order.
-        const outcome = outcomes[i] ?? (await finishRecord(item.ready, deps));
+        const outcome = outcomes[i] ?? (await finishRecord(item.ready, deps, scope));
         if (outcome === 'aborted') return false;
         done(item.index);
       }
@@ -74,20 +91,21 @@ export async function runPartitionBatch(topic: string, partition: number, messag
       if (stopped()) break;
       // A record that will hold the lane (no handler, policy block) must not hold the ready ones before it.
       if (pending.length > 0 && blocksLane(topic, messages[index] as KafkaMessage, deps) && !(await flush())) return;
-      const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps);
+      const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps, scope);
       if (prepared.kind === 'aborted') break;
-      if (options.maxTransactionRecords > 1 && chunkable(prepared, deps)) {
+      if (options.maxTransactionRecords > 1 && chunkable(prepared, scope)) {
         pending.push({ index, ready: prepared });
         if (pending.length >= options.maxTransactionRecords && !(await flush())) return;
         continue;
       }
       if (!(await flush())) return;
-      const outcome = await finishRecord(prepared, deps);
+      const outcome = await finishRecord(prepared, deps, scope);
       if (outcome === 'aborted') return;
       done(index);
       await options.progress();
     }
-    if (!stopped()) await flush();
+    // A batch that yields still applies the records it has prepared.
+    if (!failed && !options.stopped()) await flush();
   };
 
   // Not Promise.all: it would return while sibling lanes still run handlers and resolve offsets, behind
@@ -107,14 +125,6 @@ export async function runPartitionBatch(topic: string, partition: number, messag
   const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (rejected) throw rejected.reason;
   return lastResolved;
-}
-
-/** Has this record no handler, under the `block` policy for unknown event types? (prepareRecord then waits on it.) */
-function blocksLane(topic: string, message: KafkaMessage, deps: RecordDeps): boolean {
-  const aggregateType = deps.aggregateTypeOf(topic);
-  if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
-  const eventType = headerText(message.headers, 'eventType');
-  return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
 }
 
 /**

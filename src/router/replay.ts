@@ -5,7 +5,7 @@ import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { DEAD_LETTER_HEADERS, REDUCED_HEADER, sanitizeHeaders } from './dead-letter';
 import { headerText } from './record-headers';
-import { REPLAY_HEADER } from './process-record';
+import { REPLAY_HEADER } from './record-context';
 
 export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
 

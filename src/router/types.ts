@@ -24,8 +24,23 @@ export interface HandlerContext {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type EventHandler<P = any> = (event: RoutedEvent<P>, ctx: HandlerContext) => Promise<void>;
 
-/** aggregate type → event type → handler. */
-export type Handlers = Readonly<Record<string, Readonly<Record<string, EventHandler>>>>;
+/**
+ * Takes the fresh events (after inbox dedup) of one run of a chunk, in offset order, in the inbox
+ * transaction: one set-based statement for many events (docs/library.md, "Batch handlers").
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type BatchHandler<P = any> = (events: ReadonlyArray<RoutedEvent<P>>, ctx: HandlerContext) => Promise<void>;
+
+/**
+ * What handles one event type: a per-event handler, or `{ batch }`. Consecutive fresh events of a chunk
+ * whose types map to the SAME batch function go in one call, so one `{ batch }` object given to several
+ * event types of an aggregate type batches that aggregate type as a whole.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type EventTypeHandler<P = any> = EventHandler<P> | { batch: BatchHandler<P> };
+
+/** aggregate type → event type → handler (per event, or `{ batch }`). */
+export type Handlers = Readonly<Record<string, Readonly<Record<string, EventTypeHandler>>>>;
 
 export interface RouterStats {
   /** Records taken from Kafka (each redelivery counts again). */

@@ -154,9 +154,10 @@ describe('router delivery', () => {
     const spy = new Proxy(h.pool, {
       get(target, prop, receiver) {
         if (prop !== 'query') return Reflect.get(target, prop, receiver);
-        return (text: string, values: unknown[]) => {
-          statements.push({ text, values });
-          return target.query(text, values);
+        // A string with values, or a named statement ({ name, text, values }).
+        return (query: string | { text: string; values: unknown[] }, values?: unknown[]) => {
+          statements.push(typeof query === 'string' ? { text: query, values: values ?? [] } : { text: query.text, values: query.values });
+          return target.query(query as string, values);
         };
       },
     });
@@ -196,7 +197,7 @@ describe('router delivery', () => {
           if (event.payload.reason === 'parks-k') {
             await h.pool.query(`INSERT INTO ${table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, 'order', 'k', $2, 'HANDLER_FAILED') ON CONFLICT DO NOTHING`, [consumer, earlier]);
           }
-          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+          await base.order.OrderCancelled(event, ctx);
         },
       },
     };
@@ -378,7 +379,7 @@ describe('router delivery', () => {
         OrderCancelled: async (event, ctx) => {
           calls++;
           if (calls === 1) await ctx.tx.query('SELECT pg_sleep(5)');
-          await (base.order as Handlers[string]).OrderCancelled?.(event, ctx);
+          await base.order.OrderCancelled(event, ctx);
         },
       },
     };

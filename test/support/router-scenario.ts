@@ -5,7 +5,7 @@ import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createLogger } from '../../src/log';
 import { provision } from '../../src/provision';
-import { createRouter, type Handlers, type Router, type RouterOptions } from '../../src/router';
+import { createRouter, type EventHandler, type Handlers, type Router, type RouterOptions } from '../../src/router';
 import { testConfig } from './outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from './stack-env';
 import { randomUUID } from 'node:crypto';
@@ -89,7 +89,7 @@ export function routerHarness(name = 'router') {
   }
 
   /** Records each applied event in `effects` through ctx.tx; `fail` decides per call whether to throw after writing. */
-  function handlers(s: Scenario, fail: (reason: string, call: number) => Error | undefined = () => undefined): Handlers {
+  function handlers(s: Scenario, fail: (reason: string, call: number) => Error | undefined = () => undefined): { order: { OrderCancelled: EventHandler } } {
     const calls = new Map<string, number>();
     return {
       order: {

@@ -1,12 +1,12 @@
 /**
- * The codec's registry errors as the router sees them (src/router/process-record.ts waits on retriable
+ * The codec's registry errors as the router sees them (src/router/prepare.ts waits on retriable
  * decode errors and dead-letters the rest): a registry problem must never dead-letter a record.
  * The real codec over the fake registry; the router's pool and DLQ producer are stand-ins.
  */
 import type { KafkaMessage } from 'kafkajs';
 import { AVRO_CONTENT_TYPE, createCodec, frameConfluent } from '../../../src/codec';
-import { processRecord } from '../../../src/router/process-record';
-import { fakeDeps } from '../router/fake-deps';
+
+import { fakeDeps, routeOne } from '../router/fake-deps';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 
 const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
@@ -19,7 +19,7 @@ function route(registry: FakeRegistry) {
   const { d: deps, letters, stats } = fakeDeps({ handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } }, codec });
   const body = codec.schemas.get('order', 'OrderCreated').type.toBuffer(order);
   const run = (schemaId: number, bytes = body) =>
-    processRecord('outbox.event.order', 0, {
+    routeOne('outbox.event.order', 0, {
       key: Buffer.from('o-1'),
       value: frameConfluent(schemaId, bytes),
       headers: { id: '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77', eventType: 'OrderCreated', contentType: AVRO_CONTENT_TYPE },

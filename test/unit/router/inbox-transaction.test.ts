@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import { isOutboxError } from '../../../src/errors';
 import { applyMany, HandlerFailed } from '../../../src/router/inbox-transaction';
+import { inlinedIds, textOf } from './fake-pool';
 
 /**
  * A client that keeps pg's ReadyForQuery transaction status (`_txStatus`) the way a server would:
@@ -10,11 +11,12 @@ function statusPool() {
   const statements: string[] = [];
   const client = {
     _txStatus: 'I' as string,
-    query: async (sql: string, params?: unknown[]) => {
-      statements.push(sql.split(' ')[0] as string);
-      if (sql === 'BEGIN') client._txStatus = 'T';
+    query: async (query: string | { text: string }) => {
+      const sql = textOf(query);
+      statements.push(sql.split(/[ ;]/)[0] as string);
+      if (sql.startsWith('BEGIN')) client._txStatus = 'T';
       if (sql === 'COMMIT' || sql === 'ROLLBACK') client._txStatus = 'I';
-      if (sql.startsWith('INSERT')) return { rows: (params?.[1] as string[]).map((id) => ({ message_id: id, txid: '7' })) };
+      if (sql.startsWith('BEGIN; INSERT')) return [{ rows: [] }, { rows: inlinedIds(sql).map((id) => ({ message_id: id, txid: '7' })) }];
       if (sql.startsWith('SELECT message_id')) return { rows: [] };
       return { command: sql.split(' ')[0], rows: [{ txid: '7' }] };
     },
@@ -28,12 +30,11 @@ describe('applyMany: a handler that ends the transaction', () => {
     const { pool } = statusPool();
     let afterInboxRan = false;
     const error = await applyMany(pool, 'inbox', 'c', [
-      {
-        id: '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77',
-        run: async (tx) => void (await tx.query('COMMIT')),
-        afterInbox: async () => void (afterInboxRan = true),
-      },
-    ]).then(
+      { id: '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77' },
+    ], {
+      calls: (fresh) => fresh.map((item) => ({ items: [item], run: async (tx) => void (await tx.query('COMMIT')) })),
+      afterInbox: async () => void (afterInboxRan = true),
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );

@@ -52,7 +52,9 @@ describe('resolveSettings', () => {
     expect(codeOf(() => resolveSettings({ config, handlers, maxAttempts: 0 }))).toMatch(/^CONFIG_INVALID: .*maxAttempts/s);
     expect(codeOf(() => resolveSettings({ config, handlers, bogus: 1 } as never))).toMatch(/^CONFIG_INVALID/);
     expect(codeOf(() => resolveSettings({ config, handlers: {} }))).toMatch(/^CONFIG_INVALID: createRouter needs handlers/);
-    expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: 'nope' } } as never }))).toMatch(/handlers\.order\.OrderCreated is a string/);
+    expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: 'nope' } } as never }))).toMatch(/order\.OrderCreated: a string, neither a function nor \{ batch: function \}/);
+    expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: { batch: 1 } } } as never }))).toMatch(/order\.OrderCreated: a object/);
+    expect(() => resolveSettings({ config, handlers: { order: { OrderCreated: { batch: async () => {} } } } })).not.toThrow();
   });
 });
 

@@ -1,7 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { laneOf, runPartitionBatch } from '../../../src/router/partition-batch';
-import type { RecordDeps } from '../../../src/router/process-record';
-import { fakeDeps } from './fake-deps';
+import { fakeDeps, type FakeDeps } from './fake-deps';
 
 const ID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
@@ -16,20 +15,10 @@ function message(offset: number, key: string): KafkaMessage {
   } as KafkaMessage;
 }
 
-/** A pool stand-in for single-record transactions; each handler call can be delayed to reorder lanes. */
-function deps(handler: (payload: { n: number }) => Promise<void>): RecordDeps {
-  const pool = {
-    connect: async () => ({
-      query: async (sql: string, params?: unknown[]) =>
-        sql.startsWith('INSERT')
-          ? { rowCount: 1, rows: (params?.[1] as string[]).map((id) => ({ message_id: id, txid: '1' })) }
-          : { command: sql.split(' ')[0], rows: [{ txid: '1' }] },
-      release: () => {},
-    }),
-  };
+/** Each handler call can be delayed to reorder lanes. */
+function deps(handler: (payload: { n: number }) => Promise<void>): FakeDeps {
   return fakeDeps({
     handlers: { t: { E: async (event) => handler(event.payload as { n: number }) } },
-    pool: pool as never,
     inboxTable: 'inbox',
     maxAttempts: 1,
     backoff: { initialDelayMs: 1, maxDelayMs: 1 },
@@ -60,7 +49,7 @@ describe('runPartitionBatch', () => {
       await new Promise((r) => setTimeout(r, (40 - n) % 7));
       handled.push(n);
     });
-    const last = await runPartitionBatch('t', 0, messages, d, { lanes: 4, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false });
+    const last = await runPartitionBatch('t', 0, messages, d, d, { lanes: 4, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false });
     expect(last).toBe('39');
     expect(resolved).toEqual(messages.map((m) => m.offset)); // every offset, in order, each once
     for (const key of keys) {
@@ -77,7 +66,7 @@ describe('runPartitionBatch', () => {
     const d = deps(async () => {
       handledCount++;
     });
-    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => handledCount >= 3, revoked: () => false });
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => handledCount >= 3, revoked: () => false });
     expect(resolved).toEqual(['0', '1', '2']);
   });
 });
@@ -102,7 +91,7 @@ describe('runPartitionBatch: a lane that fails, a partition that is revoked', ()
     d.heartbeat = async () => {
       throw Object.assign(new Error('The group is rebalancing, so a rejoin is needed'), { type: 'REBALANCE_IN_PROGRESS' });
     };
-    const outcome = await runPartitionBatch('t', 0, messages, d, { lanes: 2, maxTransactionRecords: 1, resolveOffset: () => {}, progress: async () => {}, stopped: () => false, revoked: () => false }).then(
+    const outcome = await runPartitionBatch('t', 0, messages, d, d, { lanes: 2, maxTransactionRecords: 1, resolveOffset: () => {}, progress: async () => {}, stopped: () => false, revoked: () => false }).then(
       () => 'resolved',
       (error: Error) => error.message,
     );
@@ -120,7 +109,7 @@ describe('runPartitionBatch: a lane that fails, a partition that is revoked', ()
     const d = deps(async ({ n }) => {
       if (n === 2) revoked = true; // the rebalance lands while record 2's transaction runs
     });
-    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => revoked, revoked: () => revoked });
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => revoked, revoked: () => revoked });
     expect(resolved).toEqual(['0', '1']);
     expect(d.stats.applied).toBe(3);
   });
@@ -135,8 +124,30 @@ describe('runPartitionBatch: an event type without a handler under the block pol
     d.unknownEventType = 'block';
     d.signal = stop.signal;
     d.heartbeat = async () => stop.abort(); // the router stops while the lane is blocked
-    await runPartitionBatch('t', 0, messages, d, { lanes: 1, maxTransactionRecords: 50, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => stop.signal.aborted, revoked: () => false });
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 50, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => stop.signal.aborted, revoked: () => false });
     expect(resolved).toEqual(['0', '1']);
     expect(d.stats.applied).toBe(2);
+  });
+});
+
+describe('runPartitionBatch: a long batch yields to the partitions waiting on it', () => {
+  const messages = Array.from({ length: 20 }, (_, i) => message(i, `k${i}`));
+  const slow = () => deps(async () => void (await new Promise((r) => setTimeout(r, 15))));
+  const run = async (othersWaiting: boolean) => {
+    const resolved: string[] = [];
+    const d = slow();
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false, yieldAfterMs: 40, othersWaiting: () => othersWaiting });
+    return resolved;
+  };
+
+  it('starts no new record once past yieldAfterMs while others wait; what it did is a resolved prefix, the rest is fetched again', async () => {
+    const resolved = await run(true);
+    expect(resolved.length).toBeGreaterThan(0);
+    expect(resolved.length).toBeLessThan(20);
+    expect(resolved).toEqual(messages.slice(0, resolved.length).map((m) => m.offset));
+  });
+
+  it('goes on to the end when no other partition waits', async () => {
+    expect(await run(false)).toHaveLength(20);
   });
 });

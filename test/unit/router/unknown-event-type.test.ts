@@ -1,6 +1,5 @@
 import type { KafkaMessage } from 'kafkajs';
-import { processRecord, type RecordDeps } from '../../../src/router/process-record';
-import { fakeDeps } from './fake-deps';
+import { fakeDeps, routeOne, type FakeDeps } from './fake-deps';
 
 /** An event type the router has no handler for: dead-letter, skip or block, by default or per aggregate type. */
 const record = {
@@ -12,18 +11,18 @@ const record = {
   attributes: 0,
 } as KafkaMessage;
 
-const deps = (overrides: Partial<RecordDeps>) => fakeDeps({ maxAttempts: 3, backoff: { initialDelayMs: 1, maxDelayMs: 5 }, infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 5 }, ...overrides });
+const deps = (overrides: Partial<FakeDeps>) => fakeDeps({ maxAttempts: 3, backoff: { initialDelayMs: 1, maxDelayMs: 5 }, infrastructureBackoff: { initialDelayMs: 1, maxDelayMs: 5 }, ...overrides });
 
 describe('an event type without a handler', () => {
   it('dead-letters it by default (HANDLER_NOT_FOUND)', async () => {
     const { d, letters } = deps({});
-    expect(await processRecord('outbox.event.order', 0, record, d)).toBe('dead-lettered');
+    expect(await routeOne('outbox.event.order', 0, record, d)).toBe('dead-lettered');
     expect(letters.map((l) => String(l.message.headers?.['x-error-code']))).toEqual(['HANDLER_NOT_FOUND']);
   });
 
   it("skips and counts it under 'skip'", async () => {
     const { d, letters, events, stats } = deps({ unknownEventType: 'skip' });
-    expect(await processRecord('outbox.event.order', 0, record, d)).toBe('skipped');
+    expect(await routeOne('outbox.event.order', 0, record, d)).toBe('skipped');
     expect(stats.skipped).toBe(1);
     expect(events).toContain('router.skipped');
     expect(letters).toEqual([]);
@@ -39,7 +38,7 @@ describe('an event type without a handler', () => {
         if (++beats === 3) stop.abort();
       },
     });
-    expect(await processRecord('outbox.event.order', 0, record, d)).toBe('aborted');
+    expect(await routeOne('outbox.event.order', 0, record, d)).toBe('aborted');
     expect(beats).toBe(3);
     expect(events).toEqual(['router.blocked', 'router.unblocked']);
     expect(letters).toEqual([]);
@@ -47,10 +46,10 @@ describe('an event type without a handler', () => {
 
   it('takes the per-aggregate-type policy over the default', async () => {
     const skipOrders = deps({ unknownEventType: 'dead-letter', unknownEventTypes: { order: 'skip' } });
-    expect(await processRecord('outbox.event.order', 0, record, skipOrders.d)).toBe('skipped');
+    expect(await routeOne('outbox.event.order', 0, record, skipOrders.d)).toBe('skipped');
     const otherType = deps({ unknownEventType: 'skip', unknownEventTypes: { payment: 'dead-letter' } });
-    expect(await processRecord('outbox.event.order', 0, record, otherType.d)).toBe('skipped');
+    expect(await routeOne('outbox.event.order', 0, record, otherType.d)).toBe('skipped');
     const deadLetterOrders = deps({ unknownEventType: 'skip', unknownEventTypes: { order: 'dead-letter' } });
-    expect(await processRecord('outbox.event.order', 0, record, deadLetterOrders.d)).toBe('dead-lettered');
+    expect(await routeOne('outbox.event.order', 0, record, deadLetterOrders.d)).toBe('dead-lettered');
   });
 });

@@ -1,9 +1,8 @@
 import { KafkaJSConnectionError, KafkaJSProtocolError, type KafkaMessage, type Message } from 'kafkajs';
 import { OutboxError } from '../../../src/errors';
-import { processRecord, type RecordDeps } from '../../../src/router/process-record';
 import type { EventHandler } from '../../../src/router/types';
 import { fakePool } from './fake-pool';
-import { fakeDeps } from './fake-deps';
+import { fakeDeps, routeOne, type FakeDeps } from './fake-deps';
 
 const ID = '0b7e3c1c-8a63-4c9a-9a51-0d2a8c1f5e77';
 
@@ -13,17 +12,17 @@ function message(headers: Record<string, string>, offset = '0'): KafkaMessage {
 
 const goodHeaders = { id: ID, eventType: 'OrderCreated', contentType: 'application/json' };
 
-function deps(handler: EventHandler, overrides: Partial<RecordDeps> = {}) {
+function deps(handler: EventHandler, overrides: Partial<FakeDeps> = {}) {
   return fakeDeps({ handlers: { order: { OrderCreated: handler } }, ...overrides });
 }
 
-describe('processRecord', () => {
+describe('a record through the router (prepare, apply, dead letter)', () => {
   it('builds the event and applies it once; the second delivery is a duplicate', async () => {
     const seen: unknown[] = [];
     const { pool } = fakePool();
     const { d, stats } = deps(async (event) => void seen.push(event), { pool });
-    expect(await processRecord('outbox.event.order', 0, message({ ...goodHeaders, headers: '{"a":"b"}' }), d)).toBe('applied');
-    expect(await processRecord('outbox.event.order', 0, message(goodHeaders, '1'), d)).toBe('duplicate');
+    expect(await routeOne('outbox.event.order', 0, message({ ...goodHeaders, headers: '{"a":"b"}' }), d)).toBe('applied');
+    expect(await routeOne('outbox.event.order', 0, message(goodHeaders, '1'), d)).toBe('duplicate');
     expect(seen).toEqual([
       { id: ID, aggregateType: 'order', aggregateId: 'order-1', type: 'OrderCreated', payload: { n: 1 }, headers: { a: 'b' }, traceparent: undefined, createdAt: new Date(1700000000000) },
     ]);
@@ -39,7 +38,7 @@ describe('processRecord', () => {
       },
     };
     const { d, letters, stats } = deps(async () => {}, { codec });
-    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('applied');
     expect(letters).toHaveLength(0);
     expect(stats).toMatchObject({ infrastructureRetries: 3, retries: 0, applied: 1 });
   });
@@ -47,7 +46,7 @@ describe('processRecord', () => {
   it('a lost inbox connection is waited out, not held against the record', async () => {
     const { pool } = fakePool({ failInsert: 4 });
     const { d, letters, stats } = deps(async () => {}, { pool });
-    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('applied');
     expect(letters).toHaveLength(0);
     expect(stats).toMatchObject({ infrastructureRetries: 4, retries: 0 });
   });
@@ -56,7 +55,7 @@ describe('processRecord', () => {
     const { d, letters, stats } = deps(async () => {
       throw new OutboxError('PAYLOAD_INVALID', 'never valid');
     });
-    expect(await processRecord('t', 3, message(goodHeaders, '7'), d)).toBe('dead-lettered');
+    expect(await routeOne('t', 3, message(goodHeaders, '7'), d)).toBe('dead-lettered');
     expect(stats.retries).toBe(0);
     expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'PAYLOAD_INVALID', 'x-attempts': '1', 'x-original-partition': '3', 'x-original-offset': '7' });
   });
@@ -64,7 +63,7 @@ describe('processRecord', () => {
   it('a handler that left its transaction aborted counts as a failure (COMMIT answered ROLLBACK)', async () => {
     const { pool, inbox } = fakePool({ commitCommand: 'ROLLBACK' });
     const { d, letters, stats } = deps(async () => {}, { pool });
-    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('dead-lettered');
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('dead-lettered');
     expect(stats.retries).toBe(2);
     expect(inbox.size).toBe(0);
     expect(String(letters[0]?.message.headers?.['x-error-message'])).toMatch(/aborted/);
@@ -79,7 +78,7 @@ describe('processRecord', () => {
       },
       { signal: controller.signal, backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 } },
     );
-    expect(await processRecord('t', 0, message(goodHeaders), d)).toBe('aborted');
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('aborted');
     expect(letters).toHaveLength(0);
   });
 
@@ -90,7 +89,7 @@ describe('processRecord', () => {
         if (++sends <= 2) throw new KafkaJSConnectionError('broker down');
       },
     });
-    expect(await processRecord('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).toBe('dead-lettered');
+    expect(await routeOne('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).toBe('dead-lettered');
     expect(sends).toBe(3);
     expect(stats).toMatchObject({ deadLettered: 1, infrastructureRetries: 2 });
   });
@@ -105,7 +104,7 @@ describe('processRecord', () => {
       },
     });
     const m = message({ ...goodHeaders, eventType: 'Nope', headers: '{"tenant":"acme"}' });
-    expect(await processRecord('t', 0, m, d)).toBe('dead-lettered');
+    expect(await routeOne('t', 0, m, d)).toBe('dead-lettered');
     expect(sent).toHaveLength(2);
     expect(stats).toMatchObject({ deadLettered: 1, infrastructureRetries: 0 });
     expect(sent[1]?.value).toBeNull();
@@ -122,14 +121,14 @@ describe('processRecord', () => {
         throw new KafkaJSProtocolError({ message: 'Not authorized to access topics: [Topic authorization failed]', type: 'TOPIC_AUTHORIZATION_FAILED', code: 29, retriable: false } as never);
       },
     });
-    await expect(processRecord('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).rejects.toMatchObject({ code: 'DLQ_REJECTED', retriable: false });
+    await expect(routeOne('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).rejects.toMatchObject({ code: 'DLQ_REJECTED', retriable: false });
     expect(sends).toBe(2);
   });
 
   it('a tombstone (no value) is dead-lettered as RECORD_INVALID', async () => {
     const { d, letters } = deps(async () => {});
     const m = { ...message(goodHeaders), value: null };
-    expect(await processRecord('t', 0, m, d)).toBe('dead-lettered');
+    expect(await routeOne('t', 0, m, d)).toBe('dead-lettered');
     expect(letters[0]?.message.headers?.['x-error-code']).toBe('RECORD_INVALID');
   });
 });

@@ -1,0 +1,83 @@
+import type { KafkaMessage } from 'kafkajs';
+import { isOutboxError, OutboxError } from '../errors';
+import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
+import { messageOf, REPLAY_HEADER, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
+import type { RoutedEvent } from './types';
+
+/**
+ * The first part of a record's way: headers, handler lookup, decode (waiting out a registry outage),
+ * payload schema. Nothing is written; what to do with the record is decided by its result.
+ */
+export async function prepareRecord(topic: string, partition: number, message: KafkaMessage, deps: RouterDeps, scope: BatchScope): Promise<Prepared> {
+  deps.stats.received++;
+  const aggregateType = deps.aggregateTypeOf(topic);
+  const where: Where = { topic, partition, message, aggregateType, key: message.key ? message.key.toString('utf8') : '' };
+  const deadLetter = (failure: Failure, eventId?: string): Prepared => ({ ...where, kind: 'dead-letter', failure, eventId });
+
+  let headers: RecordHeaders;
+  try {
+    headers = parseRecordHeaders(message.headers);
+    if (message.value === null || message.value === undefined) {
+      throw new OutboxError('RECORD_INVALID', 'The record has no value (a tombstone?); routed outbox records always carry the payload.', {});
+    }
+  } catch (error) {
+    return deadLetter(failureOf(error));
+  }
+  const handler = deps.handlers[aggregateType]?.[headers.eventType];
+  if (!handler) {
+    const known = Object.keys(deps.handlers[aggregateType] ?? {});
+    const reason = `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(headers.eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`;
+    const policy = deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType ?? 'dead-letter';
+    if (policy === 'skip') return { ...where, kind: 'skip', reason };
+    if (policy === 'block') return { ...where, kind: 'block', reason, eventId: headers.id };
+    return deadLetter({ code: 'HANDLER_NOT_FOUND', message: reason, attempts: 1 }, headers.id);
+  }
+
+  let payload: unknown;
+  for (let wait = 1; ; wait++) {
+    try {
+      payload = await deps.codec.decode(message.value as Buffer, headers.contentType);
+      break;
+    } catch (error) {
+      if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error), headers.id);
+      if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope))) return { kind: 'aborted' };
+    }
+  }
+
+  const schema = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
+  if (schema) {
+    const checked = schema.safeParse(payload);
+    if (!checked.success) {
+      const problems = checked.error.issues.slice(0, 10).map((i) => `${i.path.join('.') || '(payload)'}: ${i.message}`);
+      return deadLetter(
+        { code: 'PAYLOAD_INVALID', message: `The ${aggregateType}.${headers.eventType} payload fails its schema: ${problems.join('; ')}.`, attempts: 1 },
+        headers.id,
+      );
+    }
+    payload = checked.data;
+  }
+
+  const event: RoutedEvent = {
+    id: headers.id,
+    aggregateType,
+    aggregateId: where.key,
+    type: headers.eventType,
+    payload,
+    headers: headers.extra,
+    traceparent: headers.traceparent,
+    createdAt: message.timestamp ? new Date(Number(message.timestamp)) : undefined,
+  };
+  return { ...where, kind: 'ready', event, handler, replayed: headerText(message.headers, REPLAY_HEADER) !== undefined };
+}
+
+/** Has this record no handler, under the `block` policy for unknown event types? Read from its headers alone. */
+export function blocksLane(topic: string, message: KafkaMessage, deps: RouterDeps): boolean {
+  const aggregateType = deps.aggregateTypeOf(topic);
+  if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
+  const eventType = headerText(message.headers, 'eventType');
+  return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
+}
+
+function failureOf(error: unknown): Failure {
+  return { code: isOutboxError(error) ? error.code : 'DECODE_FAILED', message: messageOf(error), attempts: 1 };
+}

@@ -1,0 +1,123 @@
+import type { KafkaMessage, Message } from 'kafkajs';
+import type { Pool } from 'pg';
+import type { ZodType } from 'zod';
+import type { Codec } from '../codec';
+import { isOutboxError, type ErrorCode } from '../errors';
+import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
+import type { UnknownEventTypePolicy } from './options';
+import type { ParkedKeys } from './parked';
+import { headerText } from './record-headers';
+import type { EventTypeHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
+
+/** aggregate type → event type → a zod schema of the decoded payload. */
+export type PayloadSchemas = Readonly<Record<string, Readonly<Record<string, ZodType>>>>;
+
+export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'skipped' | 'aborted';
+
+/** What happens to a record whose handler keeps failing (per aggregate type). */
+export type FailurePolicy = 'dead-letter' | 'block';
+
+/** Set by `outbox dlq:replay` on re-published dead letters. */
+export const REPLAY_HEADER = 'x-replayed-at';
+
+/** What every record of a router needs: built once by createRouter, replaced by fakes in unit tests. */
+export interface RouterDeps {
+  handlers: Handlers;
+  codec: Pick<Codec, 'decode'>;
+  pool: Pool;
+  inboxTable: string;
+  consumer: string;
+  maxAttempts: number;
+  backoff: BackoffSettings;
+  /** Ceiling for waits on the registry, database or DLQ producer, which never give up. */
+  infrastructureBackoff: BackoffSettings;
+  aggregateTypeOf(topic: string): string;
+  dlqTopicFor(topic: string, aggregateType: string): string;
+  /** `source`: the routed topic the record came from. */
+  sendDeadLetter(dlqTopic: string, message: Message, source: string): Promise<void>;
+  stats: RouterStats;
+  emit(name: RouterEventName, data: Record<string, unknown>): void;
+  random?: () => number;
+  /** Default: every aggregate type dead-letters. */
+  policyFor?(aggregateType: string): FailurePolicy;
+  /** An event type with no handler: dead-letter it (default), skip it, or block its partition. */
+  unknownEventType?: UnknownEventTypePolicy;
+  /** Per aggregate type, overriding unknownEventType. */
+  unknownEventTypes?: Readonly<Record<string, UnknownEventTypePolicy>>;
+  handlerTimeoutMs?: number;
+  /** Optional zod schema per aggregate type and event type: the decoded payload must pass it. */
+  payloadSchemas?: PayloadSchemas;
+}
+
+/** What belongs to one partition batch. */
+export interface BatchScope {
+  /** Kept alive between attempts so a long retry does not cost the partition. */
+  heartbeat(): Promise<void>;
+  /** Cuts waits short: the router stops, the partition is revoked, or a sibling lane failed. */
+  signal: AbortSignal;
+  /** The batch's parked keys; without it, keys are not parked (unit tests, or parking switched off). */
+  parked?: ParkedKeys;
+}
+
+export interface Failure {
+  code: ErrorCode | string;
+  message: string;
+  attempts: number;
+}
+
+export interface Where {
+  topic: string;
+  partition: number;
+  message: KafkaMessage;
+  aggregateType: string;
+  key: string;
+}
+
+/** A record decoded and ready for its inbox transaction. */
+export interface Ready extends Where {
+  kind: 'ready';
+  event: RoutedEvent;
+  handler: EventTypeHandler;
+  replayed: boolean;
+}
+
+export type Prepared =
+  | Ready
+  | (Where & { kind: 'dead-letter'; failure: Failure; eventId?: string })
+  | (Where & { kind: 'skip'; reason: string })
+  /** No handler, under the `block` policy: its partition waits on it. */
+  | (Where & { kind: 'block'; reason: string; eventId: string })
+  | { kind: 'aborted' };
+
+export function whereOf(where: Where): Record<string, unknown> {
+  return { topic: where.topic, partition: where.partition, offset: where.message.offset, key: where.key };
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Waits out the registry, the database or the DLQ producer; false when the wait was cut short. */
+export async function waitForInfrastructure(error: unknown, wait: number, where: Record<string, unknown>, deps: RouterDeps, scope: BatchScope): Promise<boolean> {
+  const delay = backoffDelay(wait, deps.infrastructureBackoff, deps.random);
+  deps.stats.infrastructureRetries++;
+  deps.emit('router.wait', { ...where, code: isOutboxError(error) ? error.code : undefined, error: messageOf(error), delayMs: delay });
+  if (!(await sleepUnlessAborted(delay, scope.signal))) return false;
+  await scope.heartbeat();
+  return true;
+}
+
+/** Counts an applied or duplicate record and emits its event. */
+export function count(where: Where, result: 'applied' | 'duplicate', attempts: number, transactionMs: number, deps: RouterDeps): void {
+  if (result === 'duplicate') deps.stats.duplicates++;
+  else deps.stats.applied++;
+  const { message } = where;
+  deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
+    ...whereOf(where),
+    id: headerText(message.headers, 'id'),
+    attempts,
+    transactionMs,
+    // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.
+    recordTimestamp: message.timestamp ? Number(message.timestamp) : undefined,
+  });
+}
