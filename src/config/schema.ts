@@ -208,12 +208,15 @@ export const connectorSchema = z
      */
     passwordRef: z.string().regex(/^\$\{(env|file):[^}]+\}$/, 'a config provider reference such as ${env:OUTBOX_CDC_PASSWORD} or ${file:/path:key}').default('${env:OUTBOX_CDC_PASSWORD}'),
     heartbeatIntervalMs: z.number().int().nonnegative().default(10_000),
-    /** Debezium waits this long for a batch to fill (default 500 ms): a latency floor. */
-    pollIntervalMs: z.number().int().positive().default(20),
+    /**
+     * Debezium's idle sleep in the WAL reader and its wait for a batch to fill (default 500 ms): the
+     * latency floor, and the idle CPU of Connect (src/connector/build-config.ts has the measurements).
+     */
+    pollIntervalMs: z.number().int().positive().default(5),
     maxBatchSize: z.number().int().positive().default(2048),
     maxQueueSize: z.number().int().positive().default(8192),
-    /** Producer linger: batches records for throughput at a small latency cost. */
-    producerLingerMs: z.number().int().nonnegative().default(5),
+    /** Connect producer's linger.ms: 0, as its one request in flight batches records at high rates anyway. */
+    producerLingerMs: z.number().int().nonnegative().default(0),
     deployTimeoutMs: z.number().int().positive().default(90_000),
   })
   .strict();

@@ -31,7 +31,22 @@ export const MAIN_NEEDLES: Readonly<Record<JvmServiceName, string>> = {
   connect: 'org.apache.kafka.connect.cli.ConnectDistributed',
 };
 
-const G1 = ['-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20', '-XX:+ExitOnOutOfMemoryError', '-Djava.awt.headless=true'];
+/**
+ * JVM flags for a 2-core machine that PostgreSQL, the router and the writer share with the three JVMs.
+ * - ParallelGC instead of G1 for Kafka and Connect: no concurrent refinement or marking threads and
+ *   cheaper write barriers, so less CPU per event; their young collections (mostly garbage, a heap of
+ *   768 MiB at most) pause for a few ms, far below the latency budget.
+ * - The registry is off the hot path (the router and writer cache schemas): SerialGC and
+ *   C1 only (TieredStopAtLevel=1), so its JIT never competes with the hot path for a core.
+ * - -XX:-UsePerfData: no hsperfdata file updated on every safepoint (jstat is not used here).
+ * Measured on the local stack (docs/local-stack.md, "JVM and PostgreSQL tuning"). The same flags are in
+ * docker-compose.yml; test/unit/docker-compose.test.ts checks that.
+ */
+export const JVM_FLAGS = Object.freeze({
+  kafka: ['-XX:+UseParallelGC', '-XX:-UsePerfData', '-XX:+ExitOnOutOfMemoryError', '-Djava.awt.headless=true'],
+  connect: ['-XX:+UseParallelGC', '-XX:-UsePerfData', '-XX:+ExitOnOutOfMemoryError', '-Djava.awt.headless=true'],
+  registry: ['-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-XX:-UsePerfData', '-XX:+ExitOnOutOfMemoryError'],
+});
 
 export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRuntime, registryJava: JavaRuntime): JvmService[] {
   const marker = stackMarker(paths);
@@ -43,7 +58,7 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
       title: 'Kafka (KRaft)',
       ports: [STACK_PORTS.kafka, STACK_PORTS.kafkaController],
       java,
-      args: [marker, '-Xms256m', `-Xmx${config.heap.kafka}`, ...G1, log4j, `-Dkafka.logs.dir=${paths.logDir}`,
+      args: [marker, '-Xms256m', `-Xmx${config.heap.kafka}`, ...JVM_FLAGS.kafka, log4j, `-Dkafka.logs.dir=${paths.logDir}`,
         '-cp', join(paths.kafkaLibDir, '*'), 'kafka.Kafka', join(paths.configDir, 'kafka-server.properties')],
       probe: probeKafka,
       ...file('kafka'),
@@ -53,7 +68,7 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
       title: 'Apicurio Registry',
       ports: [STACK_PORTS.registry, STACK_PORTS.registryManagement],
       java: registryJava,
-      args: [marker, '-Xms64m', `-Xmx${config.heap.registry}`, '-XX:+ExitOnOutOfMemoryError',
+      args: [marker, '-Xms64m', `-Xmx${config.heap.registry}`, ...JVM_FLAGS.registry,
         `-Dquarkus.http.host=${STACK_HOST}`, `-Dquarkus.http.port=${STACK_PORTS.registry}`,
         `-Dquarkus.management.host=${STACK_HOST}`, `-Dquarkus.management.port=${STACK_PORTS.registryManagement}`,
         '-Dapicurio.rules.global.compatibility=BACKWARD',
@@ -66,7 +81,7 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
       title: 'Kafka Connect + Debezium',
       ports: [STACK_PORTS.connect],
       java,
-      args: [marker, '-Xms128m', `-Xmx${config.heap.connect}`, ...G1, log4j,
+      args: [marker, '-Xms128m', `-Xmx${config.heap.connect}`, ...JVM_FLAGS.connect, log4j,
         '-cp', join(paths.kafkaLibDir, '*'), 'org.apache.kafka.connect.cli.ConnectDistributed',
         join(paths.configDir, 'connect-distributed.properties')],
       probe: probeConnect,

@@ -106,7 +106,7 @@ describe('deployConnector on the real stack', () => {
     const config = configWith({ connector: { pollIntervalMs: 50 } });
     const result = await deployConnector(config);
     expect(result.action).toBe('updated');
-    expect(result.diff.changed).toEqual([{ key: 'poll.interval.ms', from: '20', to: '50' }]);
+    expect(result.diff.changed).toEqual([{ key: 'poll.interval.ms', from: String(base.connector.pollIntervalMs), to: '50' }]);
     expect(result.diff.added).toEqual([]);
     expect((await client.getConfig(config.connector.name))?.['poll.interval.ms']).toBe('50');
     expect((await client.tasks(config.connector.name)).map((t) => t.config['poll.interval.ms'])).toEqual(['50']);

@@ -5,6 +5,8 @@
 import { readFileSync } from 'fs';
 import { join } from 'path';
 import { parse } from 'yaml';
+import { resolveStackConfig } from '../../src/stack/config';
+import { JVM_FLAGS } from '../../src/stack/services';
 import { KAFKA, LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../src/stack/settings';
 
 const root = join(__dirname, '..', '..');
@@ -95,6 +97,14 @@ describe('docker-compose.yml', () => {
       });
     });
 
+    it('runs with the durability, WAL and checkpoint settings of postgresql.conf', () => {
+      const conf = readProperties('postgresql.conf');
+      for (const key of ['fsync', 'synchronous_commit', 'wal_buffers', 'max_wal_size', 'checkpoint_timeout']) {
+        expect(conf[key]).toBeDefined();
+        expect([key, settings[key]]).toEqual([key, conf[key]]);
+      }
+    });
+
     it('creates the database and superuser of settings.ts', () => {
       expect(env('postgres')).toMatchObject({
         POSTGRES_DB: POSTGRES.database,
@@ -154,6 +164,26 @@ describe('docker-compose.yml', () => {
         expect([name, connect[name]]).toEqual([name, value]);
         if (plain[key]) expect(connect[`CONNECT_${key.replace(/\./g, '_').toUpperCase()}`]).toBeUndefined();
       }
+    });
+  });
+
+  describe('JVM flags and heaps of src/stack/services.ts', () => {
+    const heap = resolveStackConfig().heap;
+    const words = (value: string | undefined) => (value ?? '').split(/\s+/);
+
+    it('Kafka: KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_HEAP_OPTS', () => {
+      expect(words(env('kafka')['KAFKA_JVM_PERFORMANCE_OPTS'])).toEqual([...JVM_FLAGS.kafka]);
+      expect(words(env('kafka')['KAFKA_HEAP_OPTS'])).toContain(`-Xmx${heap.kafka}`);
+    });
+
+    it('Connect: KAFKA_JVM_PERFORMANCE_OPTS and HEAP_OPTS', () => {
+      expect(words(env('connect')['KAFKA_JVM_PERFORMANCE_OPTS'])).toEqual([...JVM_FLAGS.connect]);
+      expect(words(env('connect')['HEAP_OPTS'])).toContain(`-Xmx${heap.connect}`);
+    });
+
+    it('registry: JAVA_OPTS_APPEND, still listening on every interface of its container', () => {
+      const opts = words(env('registry')['JAVA_OPTS_APPEND']);
+      expect(opts).toEqual(expect.arrayContaining([...JVM_FLAGS.registry, `-Xmx${heap.registry}`, '-Dquarkus.http.host=0.0.0.0']));
     });
   });
 

@@ -33,10 +33,11 @@ describe('buildConnectorConfig with defaults', () => {
       'snapshot.mode': 'no_data',
       'tombstones.on.delete': 'false',
       'heartbeat.interval.ms': '10000',
-      'poll.interval.ms': '20',
+      'poll.interval.ms': '5',
       'max.batch.size': '2048',
       'max.queue.size': '8192',
-      'producer.override.linger.ms': '5',
+      'producer.override.linger.ms': '0',
+      'producer.override.acks': 'all',
       'producer.override.compression.type': 'none',
       'key.converter': 'org.apache.kafka.connect.storage.StringConverter',
       'value.converter': 'io.debezium.converters.BinaryDataConverter',
@@ -175,6 +176,19 @@ describe('settings', () => {
   it('uses the database address the Connect worker sees, and topic counts, from the options', () => {
     const built = buildConnectorConfig(config(), { databaseHost: 'postgres', databasePort: 5432, topicPartitions: -1, topicReplicationFactor: 3 });
     expect(built).toMatchObject({ 'database.hostname': 'postgres', 'database.port': '5432', 'topic.creation.default.partitions': '-1', 'topic.creation.default.replication.factor': '3' });
+  });
+
+  it('latency: Debezium polls every 5 ms and the Connect producer does not linger, unless configured otherwise', () => {
+    expect(buildConnectorConfig(config())).toMatchObject({ 'poll.interval.ms': '5', 'producer.override.linger.ms': '0' });
+    const tuned = buildConnectorConfig(config({ connector: { pollIntervalMs: 20, producerLingerMs: 5 } }));
+    expect(tuned).toMatchObject({ 'poll.interval.ms': '20', 'producer.override.linger.ms': '5' });
+  });
+
+  it('durability: acks=all is set explicitly, and Connect keeps one request in flight (no in-flight or idempotence override)', () => {
+    const built = buildConnectorConfig(config());
+    expect(built['producer.override.acks']).toBe('all');
+    expect(built).not.toHaveProperty(['producer.override.max.in.flight.requests.per.connection']);
+    expect(built).not.toHaveProperty(['producer.override.enable.idempotence']);
   });
 
   it('rejects a zero partition count and a queue not larger than the batch', () => {

@@ -189,6 +189,18 @@ describe('the real templates in connect/', () => {
     expect(conf['max_connections']).toBe(String(POSTGRES.maxConnections));
   });
 
+  it('postgresql.conf: durability stays on; WAL and checkpoints sized for a commit-heavy load', () => {
+    const conf = parseProperties(render('postgresql.conf', postgresValues));
+    expect(conf).toMatchObject({ fsync: 'on', synchronous_commit: 'on', wal_buffers: '16MB', max_wal_size: '2GB', checkpoint_timeout: '15min' });
+    for (const unsafe of ['full_page_writes', 'wal_sync_method', 'commit_delay']) expect(conf[unsafe]).toBeUndefined();
+  });
+
+  it('kafka-server.properties: request threads for 2 cores, and the log flush policy left at Kafka\'s defaults', () => {
+    const props = parseProperties(render('kafka-server.properties', jvmValues));
+    expect(props).toMatchObject({ 'num.network.threads': '2', 'num.io.threads': '2', 'background.threads': '2' });
+    expect(Object.keys(props).filter((k) => k.startsWith('log.flush.'))).toEqual([]);
+  });
+
   it('each template fails loudly when a value the stack passes is missing', () => {
     const { pluginPath: _omit, ...withoutPluginPath } = jvmValues;
     expect(thrown(() => render('connect-distributed.properties', withoutPluginPath)).message).toContain('${pluginPath}');
