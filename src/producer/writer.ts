@@ -60,8 +60,9 @@ export interface OutboxWriter {
    * statement is atomic on its own, so `db` may be a pool (autocommit: one round trip in all) or a client
    * inside the caller's transaction. The statement is prepared once per connection (a named statement
    * per business text and event count), so PostgreSQL parses and plans it once. With
-   * `returning: true` the business statement must have a RETURNING clause, and its rows are returned.
-   * Not with deleteAfterInsert.
+   * `returning: true` the business statement must have a RETURNING clause: its rows are returned, and the
+   * outbox rows are inserted after it (their `seq` follows its row locks, which the polling relay's order
+   * needs when it UPDATEs an existing aggregate). Not with deleteAfterInsert.
    */
   writeWith<R extends QueryResultRow = QueryResultRow>(
     db: Queryable,
@@ -118,14 +119,27 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     return text;
   }
 
+  /**
+   * The outbox INSERT reading `biz` (the RETURNING business statement) first, so the business statement
+   * takes its row locks before the events get their `seq`: the relay's per-aggregate order then holds for
+   * an UPDATE of an existing aggregate too (docs/relay.md). The parameters are cast, as VALUES in a
+   * subquery does not take the target columns' types.
+   */
+  function insertAfter(rowCount: number, firstParam: number): string {
+    const casts = ['uuid', 'text', 'text', 'text', 'bytea', 'text', 'text', 'text'];
+    const values = Array.from({ length: rowCount }, (_, r) => `(${casts.map((cast, c) => `$${firstParam + r * COLUMNS + c}::${cast}`).join(', ')})`);
+    return `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) SELECT v.* FROM (VALUES ${values.join(', ')}) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz`;
+  }
+
   const combined = new Map<string, { name: string | undefined; text: string }>();
   /** The one-statement text of a business statement with `rowCount` events, named while the cache has room. */
   function combinedStatement(business: string, paramCount: number, rowCount: number, returning: boolean) {
     const key = `${returning ? 'r' : 'n'}${rowCount}:${paramCount}:${business}`;
     let statement = combined.get(key);
     if (!statement) {
-      const insert = insertText(rowCount, paramCount + 1);
-      const text = returning ? `WITH biz AS (${business}), outbox_rows AS (${insert}) SELECT * FROM biz` : `WITH biz AS (${business}) ${insert}`;
+      const text = returning
+        ? `WITH biz AS (${business}), outbox_rows AS (${insertAfter(rowCount, paramCount + 1)}) SELECT * FROM biz`
+        : `WITH biz AS (${business}) ${insertText(rowCount, paramCount + 1)}`;
       // Named: node-postgres parses it once per connection. Past the cap (business texts built on the fly)
       // statements go unnamed, so a connection never accumulates prepared statements without bound.
       const named = combined.size < STATEMENT_CACHE_MAX;

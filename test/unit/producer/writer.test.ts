@@ -271,7 +271,10 @@ describe('writeWith (the business statement and the outbox row as one statement)
     const db = fakeDb([{ id: 'o-1' }]);
     const result = await writer().writeWith(db, { ...business, text: `${business.text} RETURNING id` }, [event(1)], { returning: true });
     expect(result.rows).toEqual([{ id: 'o-1' }]);
-    expect(db.query.mock.calls[0]?.[0].text).toMatch(/^WITH biz AS \(.* RETURNING id\), outbox_rows AS \(INSERT INTO .*\) SELECT \* FROM biz$/);
+    const text = db.query.mock.calls[0]?.[0].text;
+    expect(text).toMatch(/^WITH biz AS \(.* RETURNING id\), outbox_rows AS \(INSERT INTO .*\) SELECT \* FROM biz$/);
+    // the outbox rows read biz first: the business statement's row locks come before their seq
+    expect(text).toContain('VALUES ($3::uuid, $4::text, $5::text, $6::text, $7::bytea, $8::text, $9::text, $10::text)) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz');
   });
 
   it('refuses a bad event, an empty business statement, no events and deleteAfterInsert before any SQL', async () => {
