@@ -41,14 +41,9 @@ describe('relay wake-up on LISTEN/NOTIFY', () => {
     });
     const report = await provision(config);
     expect(report.relayNotify).toBe('created');
+    writer = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, topicFor: topicForReplacement(topicReplacement) }), contentType: JSON_CONTENT_TYPE });
     pool = createPool(config.database, { max: 4 });
     await pool.query('CREATE TABLE orders (id text PRIMARY KEY, total int NOT NULL)');
-    const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(topicReplacement) });
-    writer = createOutboxWriter({ outbox: config.outbox, codec, contentType: JSON_CONTENT_TYPE });
-  });
-
-  afterEach(async () => {
-    await Promise.all(relays.splice(0).map((r) => r.stop()));
   });
 
   afterAll(async () => {
@@ -58,6 +53,8 @@ describe('relay wake-up on LISTEN/NOTIFY', () => {
       for (const role of ['cdc', 'app', 'monitor', 'router', 'relay'] as const) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(config.roles[role])}`).catch(() => {});
     });
   });
+
+  afterEach(() => Promise.all(relays.splice(0).map((r) => r.stop())));
 
   async function startIdleRelay(settings: Record<string, unknown> = {}) {
     const events: Array<{ name: RelayEventName; data: Record<string, unknown> }> = [];
