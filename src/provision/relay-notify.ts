@@ -28,10 +28,11 @@ export async function ensureRelayNotify(client: Client, config: OutboxConfig): P
     [schema, table, NOTIFY_TRIGGER],
   );
   const present = Boolean(rows[0]?.present);
-  const trigger = `${client.escapeIdentifier(NOTIFY_TRIGGER)} ON ${qualified(schema, table)}`;
+  const name = client.escapeIdentifier(NOTIFY_TRIGGER);
+  const on = qualified(schema, table);
   if (!config.relay.notify) {
     if (!present) return 'absent';
-    await client.query(`DROP TRIGGER ${trigger}`);
+    await client.query(`DROP TRIGGER ${name} ON ${on}`);
     await client.query(`DROP FUNCTION IF EXISTS ${fn}()`);
     return 'dropped';
   }
@@ -41,6 +42,6 @@ export async function ensureRelayNotify(client: Client, config: OutboxConfig): P
   );
   await client.query(`REVOKE ALL ON FUNCTION ${fn}() FROM PUBLIC`);
   if (present) return 'present';
-  await client.query(`CREATE TRIGGER ${trigger} AFTER INSERT FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+  await client.query(`CREATE TRIGGER ${name} AFTER INSERT ON ${on} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
   return 'created';
 }
