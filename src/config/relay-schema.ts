@@ -32,7 +32,8 @@ export const relaySchema = z
      * Wake on LISTEN/NOTIFY instead of waiting out the poll interval. `db:provision` with this on adds a
      * statement-level trigger to the outbox that sends one NOTIFY per inserting transaction, and the relay
      * LISTENs on a dedicated connection; polling stays the fallback. Off by default: CDC-only deployments
-     * pay nothing for a trigger they do not need. Provision and run the relay with the same value.
+     * pay nothing for a trigger they do not need. It costs writers: PostgreSQL serializes the commits of
+     * transactions that NOTIFY (docs/relay.md has the measurements). Provision and run the relay with the same value.
      */
     notify: z.boolean().default(false),
     /** Published rows are kept this long (for audits and replays), then deleted; 0 deletes them at the next cleanup. */

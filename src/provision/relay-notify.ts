@@ -11,7 +11,9 @@ export type RelayNotifyReport = 'created' | 'present' | 'dropped' | 'absent';
  * sends one NOTIFY on the relay's channel. PostgreSQL delivers it at COMMIT (never for a rolled-back
  * transaction) and folds identical notifications of one transaction into one, so a transaction costs
  * one notification however many events or statements it writes. Made only with relay.notify: a
- * CDC-only deployment has no trigger and pays nothing; turning the setting off drops it again.
+ * CDC-only deployment has no trigger and pays nothing; turning the setting off drops it again. The
+ * price for the others: PostgreSQL serializes the commits of notifying transactions (a database-wide
+ * lock on the notification queue, held through the commit's WAL flush).
  *
  * The function is named like the channel (one per outbox table) and calls pg_catalog.pg_notify by its
  * qualified name, so no search_path can redirect it. Nobody calls it directly: EXECUTE is revoked from
