@@ -24,10 +24,15 @@ export function demoCommand(): Command {
     .addOption(new Option('--events <n>', 'orders to write').default(2000).argParser(positive('--events', 1_000_000)))
     .addOption(new Option('--rate <r>', 'orders per second').default(200).argParser(positive('--rate', 20_000)))
     .addOption(new Option('--rollback-share <x>', 'share of transactions rolled back on purpose').default(0.1).argParser(positive('--rollback-share', 0.5)))
+    .addOption(
+      new Option('--warmup-seconds <s>', 'unmeasured orders at --rate first, so a cold stack reports what a warm one does (0 skips)')
+        .default(5)
+        .argParser((value: string) => (value.trim() === '0' ? 0 : positive('--warmup-seconds', 600)(value))),
+    )
     .option('--keep', 'leave the stack running at the end (it always stays up if it was running before)', false)
     .option('--json', 'print the summary as JSON', false)
     .action(
-      action(async (opts: { events: number; rate: number; rollbackShare: number; keep: boolean; json: boolean }, command: Command) => {
+      action(async (opts: { events: number; rate: number; rollbackShare: number; warmupSeconds: number; keep: boolean; json: boolean }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const tty = Boolean(process.stderr.isTTY);
@@ -50,7 +55,7 @@ export function demoCommand(): Command {
             log.info({ phase, done, total }, `${phase}: ${done}/${total}`);
           }
         };
-        const summary = await runDemo({ config, events: Math.round(opts.events), rate: opts.rate, rollbackShare: opts.rollbackShare, keep: opts.keep, log, progress });
+        const summary = await runDemo({ config, events: Math.round(opts.events), rate: opts.rate, rollbackShare: opts.rollbackShare, warmupSeconds: opts.warmupSeconds, keep: opts.keep, log, progress });
         for (const bar of bars.values()) bar.stop();
         process.stdout.write(opts.json ? `${JSON.stringify(summary, null, 2)}\n` : `\n${formatDemo(summary)}\n`);
         return summary.ok ? 0 : 1;

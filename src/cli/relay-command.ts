@@ -16,9 +16,10 @@ interface RelayFlags {
   retentionMs?: string;
   metricsPort?: string;
   metricsHost?: string;
+  notify?: boolean;
 }
 
-const NUMERIC_FLAGS: Array<[keyof RelayFlags, keyof RelayConfig, string, string]> = [
+const NUMERIC_FLAGS: Array<[Exclude<keyof RelayFlags, 'notify'>, keyof RelayConfig, string, string]> = [
   ['workers', 'workers', '--workers', 'a whole number of shards from 1, e.g. --workers 4'],
   ['batchSize', 'batchSize', '--batch-size', 'a whole number of rows from 1, e.g. --batch-size 500'],
   ['maxBatchBytes', 'maxBatchBytes', '--max-batch-bytes', 'a whole number of bytes from 1, e.g. --max-batch-bytes 16777216 (16 MiB)'],
@@ -39,6 +40,7 @@ export function relayFlagSettings(flags: RelayFlags): Partial<RelayConfig> {
     out[setting] = Number(raw);
   }
   if (flags.metricsHost !== undefined) out.metricsHost = flags.metricsHost;
+  if (flags.notify !== undefined) out.notify = flags.notify;
   return out as Partial<RelayConfig>;
 }
 
@@ -55,6 +57,7 @@ export function relayCommand(): Command {
     .option('--batch-size <n>', 'rows claimed per transaction (default: relay.batchSize, 500)')
     .option('--max-batch-bytes <n>', 'payload and header bytes claimed per transaction, at least one row (default: relay.maxBatchBytes, 16 MiB)')
     .option('--poll-interval-ms <ms>', 'wait between polls when idle (default: relay.pollIntervalMs, 100)')
+    .option('--notify', 'wake on LISTEN/NOTIFY, polling only as the fallback; needs the trigger db:provision makes with relay.notify (default: relay.notify, off)')
     .option('--retention-ms <ms>', 'keep published rows this long before deleting them (default: relay.retentionMs, one day)')
     .option('--metrics-port <port>', '/metrics and /healthz port, 0 for any free port (default: relay.metricsPort, 9466)')
     .option('--metrics-host <host>', 'address for /metrics and /healthz (default: relay.metricsHost, 127.0.0.1)')

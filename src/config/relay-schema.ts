@@ -28,6 +28,14 @@ export const relaySchema = z
     maxBatchBytes: positiveInt(1024 * 1024 * 1024).default(16 * 1024 * 1024),
     /** Wait between polls when a shard had less than a full batch; a full batch polls again at once. */
     pollIntervalMs: positiveInt(60_000).default(100),
+    /**
+     * Wake on LISTEN/NOTIFY instead of waiting out the poll interval. `db:provision` with this on adds a
+     * statement-level trigger to the outbox that sends one NOTIFY per inserting transaction, and the relay
+     * LISTENs on a dedicated connection; polling stays the fallback. Off by default: CDC-only deployments
+     * pay nothing for a trigger they do not need. It costs writers: PostgreSQL serializes the commits of
+     * transactions that NOTIFY (docs/relay.md has the measurements). Provision and run the relay with the same value.
+     */
+    notify: z.boolean().default(false),
     /** Published rows are kept this long (for audits and replays), then deleted; 0 deletes them at the next cleanup. */
     retentionMs: z.number().int().min(0).default(24 * 60 * 60 * 1000),
     /** How often published rows past retention are deleted. */
@@ -56,6 +64,7 @@ export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'], type: 'number' },
   { env: 'OUTBOX_RELAY_MAX_BATCH_BYTES', path: ['relay', 'maxBatchBytes'], type: 'number' },
   { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_RELAY_NOTIFY', path: ['relay', 'notify'], type: 'boolean' },
   { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_BATCH_SIZE', path: ['relay', 'cleanupBatchSize'], type: 'number' },

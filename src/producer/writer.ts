@@ -1,4 +1,5 @@
-import type { ClientBase } from 'pg';
+import { createHash } from 'node:crypto';
+import type { ClientBase, QueryConfig, QueryResultRow } from 'pg';
 import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
 import { OutboxError } from '../errors';
@@ -53,10 +54,33 @@ export interface OutboxWriter {
    * in the same statement cannot see the row).
    */
   prepareInsert(events: readonly OutboxEvent[], options?: { firstParam?: number }): Promise<PreparedInsert>;
+  /**
+   * The recommended fast path: the business INSERT/UPDATE/DELETE and the outbox INSERT sent as ONE
+   * statement, `WITH biz AS (<business>) INSERT INTO outbox …`, with the business parameters first. One
+   * statement is atomic on its own, so `db` may be a pool (autocommit: one round trip in all) or a client
+   * inside the caller's transaction. The statement is prepared once per connection (a named statement
+   * per business text and event count), so PostgreSQL parses and plans it once. With
+   * `returning: true` the business statement must have a RETURNING clause: its rows are returned, and the
+   * outbox rows are inserted after it (their `seq` follows its row locks, which the polling relay's order
+   * needs when it UPDATEs an existing aggregate). Not with deleteAfterInsert.
+   */
+  writeWith<R extends QueryResultRow = QueryResultRow>(
+    db: Queryable,
+    business: { text: string; values?: readonly unknown[] },
+    events: readonly OutboxEvent[],
+    options?: { returning?: boolean },
+  ): Promise<{ rows: R[]; events: WrittenEvent[] }>;
+}
+
+/** A pool, a pool client or a client: whatever runs one statement. */
+export interface Queryable {
+  query(config: QueryConfig<unknown[]>): Promise<{ rows: QueryResultRow[] }>;
 }
 
 const COLUMNS = 8;
 const ROWS_PER_STATEMENT = 1000;
+/** Distinct statement shapes a writer remembers (and prepares) at most. */
+const STATEMENT_CACHE_MAX = 256;
 
 export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
   const table = qualified(options.outbox.schema, options.outbox.table);
@@ -82,9 +106,47 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     return { row, written };
   }
 
+  // Statement texts by shape, built once: a writer loop sends the same few shapes over and over.
+  const insertTexts = new Map<string, string>();
   function insertText(rowCount: number, firstParam: number): string {
-    const values = Array.from({ length: rowCount }, (_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${firstParam + r * COLUMNS + c}`).join(', ')})`);
-    return `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values.join(', ')}`;
+    const key = `${rowCount}:${firstParam}`;
+    let text = insertTexts.get(key);
+    if (text === undefined) {
+      const values = Array.from({ length: rowCount }, (_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${firstParam + r * COLUMNS + c}`).join(', ')})`);
+      text = `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values.join(', ')}`;
+      if (insertTexts.size < STATEMENT_CACHE_MAX) insertTexts.set(key, text);
+    }
+    return text;
+  }
+
+  /**
+   * The outbox INSERT reading `biz` (the RETURNING business statement) first, so the business statement
+   * takes its row locks before the events get their `seq`: the relay's per-aggregate order then holds for
+   * an UPDATE of an existing aggregate too (docs/relay.md). The parameters are cast, as VALUES in a
+   * subquery does not take the target columns' types.
+   */
+  function insertAfter(rowCount: number, firstParam: number): string {
+    const casts = ['uuid', 'text', 'text', 'text', 'bytea', 'text', 'text', 'text'];
+    const values = Array.from({ length: rowCount }, (_, r) => `(${casts.map((cast, c) => `$${firstParam + r * COLUMNS + c}::${cast}`).join(', ')})`);
+    return `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) SELECT v.* FROM (VALUES ${values.join(', ')}) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz`;
+  }
+
+  const combined = new Map<string, { name: string | undefined; text: string }>();
+  /** The one-statement text of a business statement with `rowCount` events, named while the cache has room. */
+  function combinedStatement(business: string, paramCount: number, rowCount: number, returning: boolean) {
+    const key = `${returning ? 'r' : 'n'}${rowCount}:${paramCount}:${business}`;
+    let statement = combined.get(key);
+    if (!statement) {
+      const text = returning
+        ? `WITH biz AS (${business}), outbox_rows AS (${insertAfter(rowCount, paramCount + 1)}) SELECT * FROM biz`
+        : `WITH biz AS (${business}) ${insertText(rowCount, paramCount + 1)}`;
+      // Named: node-postgres parses it once per connection. Past the cap (business texts built on the fly)
+      // statements go unnamed, so a connection never accumulates prepared statements without bound.
+      const named = combined.size < STATEMENT_CACHE_MAX;
+      statement = { name: named ? `outbox-${createHash('sha1').update(text).digest('hex').slice(0, 20)}` : undefined, text };
+      if (named) combined.set(key, statement);
+    }
+    return statement;
   }
 
   async function prepareAll(events: readonly OutboxEvent[]) {
@@ -115,13 +177,38 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     return prepared.map((p) => p.written);
   }
 
-  async function prepareInsert(events: readonly OutboxEvent[], { firstParam = 1 }: { firstParam?: number } = {}): Promise<PreparedInsert> {
+  function assertOneStatement(what: string, events: readonly OutboxEvent[]): void {
     if (options.deleteAfterInsert) {
-      throw new OutboxError('CONFIG_INVALID', 'prepareInsert cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.');
+      throw new OutboxError('CONFIG_INVALID', `${what} cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.`);
     }
     if (events.length === 0 || events.length > ROWS_PER_STATEMENT) {
-      throw new OutboxError('EVENT_INVALID', `prepareInsert takes 1 to ${ROWS_PER_STATEMENT} events, got ${events.length}.`);
+      throw new OutboxError('EVENT_INVALID', `${what} takes 1 to ${ROWS_PER_STATEMENT} events, got ${events.length}.`);
     }
+  }
+
+  async function writeWith<R extends QueryResultRow>(
+    db: Queryable,
+    business: { text: string; values?: readonly unknown[] },
+    events: readonly OutboxEvent[],
+    { returning = false }: { returning?: boolean } = {},
+  ): Promise<{ rows: R[]; events: WrittenEvent[] }> {
+    assertOneStatement('writeWith', events);
+    if (typeof business?.text !== 'string' || business.text.trim() === '') {
+      throw new OutboxError('EVENT_INVALID', 'writeWith needs the business statement as { text, values }: an INSERT, UPDATE or DELETE with $1… placeholders.');
+    }
+    const businessValues = business.values ?? [];
+    const prepared = await prepareAll(events);
+    const statement = combinedStatement(business.text, businessValues.length, prepared.length, returning);
+    const values = [...businessValues];
+    for (const p of prepared) for (const v of p.row) values.push(v);
+    const result = await db.query({ name: statement.name, text: statement.text, values }).catch((error: unknown) => {
+      throw limitViolation(error, limit) ?? error;
+    });
+    return { rows: returning ? (result.rows as R[]) : [], events: prepared.map((p) => p.written) };
+  }
+
+  async function prepareInsert(events: readonly OutboxEvent[], { firstParam = 1 }: { firstParam?: number } = {}): Promise<PreparedInsert> {
+    assertOneStatement('prepareInsert', events);
     if (!Number.isInteger(firstParam) || firstParam < 1) {
       throw new OutboxError('EVENT_INVALID', `prepareInsert's firstParam must be a positive integer (the number of the first $n placeholder), got ${firstParam}.`);
     }
@@ -132,6 +219,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
   return {
     writeEvents,
     prepareInsert,
+    writeWith,
     async writeEvent(client, event) {
       const [written] = await writeEvents(client, [event]);
       return written as WrittenEvent;

@@ -6,6 +6,7 @@ import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
 import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
 import { assertNotProvisioningAsRole, planRolePasswords } from './role-passwords';
+import { ensureRelayNotify, type RelayNotifyReport } from './relay-notify';
 import { ensureOutboxPolicies } from './row-policy';
 import { scramVerifier } from './scram';
 import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
@@ -28,6 +29,8 @@ export interface ProvisionReport {
   limits: LimitsReport;
   /** `created` again after `connector:delete --drop-slot` dropped it; `repaired` if its tables or operations drifted. */
   publication: 'present' | 'created' | 'repaired';
+  /** The relay's notify trigger on the outbox (relay.notify): created, dropped, or already as wanted. */
+  relayNotify: RelayNotifyReport;
   preflight: PreflightFacts;
   dryRun: boolean;
 }
@@ -68,6 +71,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     passwordsKept: [],
     limits: { changed: [], notValidated: [] },
     publication: 'present',
+    relayNotify: 'absent',
     preflight,
     dryRun: Boolean(options.dryRun),
   };
@@ -110,6 +114,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     await client.query(rolesSql(config));
     await ensureOutboxPolicies(client, config);
     report.limits = await ensureOutboxLimits(client, config);
+    report.relayNotify = await ensureRelayNotify(client, config);
     if (report.limits.notValidated.length > 0) {
       options.log?.warn(
         { constraints: report.limits.notValidated },

@@ -15,6 +15,8 @@ import { publishBatch, type Sender } from './publish';
 import { chunkByBytes, groupByTopic, recordBytes, recordFor, type OutboxRow, type RelayRecord } from './records';
 import { buildRelaySql, lockNamespaces } from './sql';
 import type { RelayEventListener, RelayEventName, RelayStats } from './types';
+import { createListener, type Listener } from './listen';
+import { NOTIFY_TRIGGER, createWakeSignal, relayChannel } from './wake';
 
 /** Bytes per send: well under Kafka's default 1 MiB record-batch limit; a larger record goes alone. */
 const CHUNK_BYTES = 512 * 1024;
@@ -42,7 +44,7 @@ export interface Relay {
   /** Finishes every worker's batch in hand (published rows are marked, nothing is lost), then disconnects. */
   stop(): Promise<void>;
   stats(): Readonly<RelayStats>;
-  health(): { running: boolean; workers: number };
+  health(): { running: boolean; workers: number; listening: boolean };
   /** The resolved settings. */
   readonly settings: Readonly<RelayConfig>;
 }
@@ -76,7 +78,9 @@ export function createRelay(options: RelayOptions): Relay {
   const ns = lockNamespaces(config.outbox.schema, config.outbox.table);
   const backoff: BackoffSettings = { initialDelayMs: settings.retryInitialDelayMs, maxDelayMs: settings.retryMaxDelayMs };
   const random = options.random ?? Math.random;
-  const stats: RelayStats = { published: 0, failed: 0, batches: 0, emptyClaims: 0, queries: 0, deleted: 0, lagSeconds: 0, blockedKeys: 0, dbErrors: 0 };
+  const stats: RelayStats = { published: 0, failed: 0, batches: 0, emptyClaims: 0, queries: 0, deleted: 0, lagSeconds: 0, blockedKeys: 0, dbErrors: 0, wakes: 0 };
+  const wake = createWakeSignal();
+  const channel = relayChannel(config.outbox.schema, config.outbox.table);
 
   const emit = (name: RelayEventName, data: Record<string, unknown>, level: 'trace' | 'debug' | 'info' | 'warn' | 'error' = 'debug') => {
     try {
@@ -94,6 +98,7 @@ export function createRelay(options: RelayOptions): Relay {
   let kafka: Kafka | undefined;
   let producer: Producer | undefined;
   let admin: Admin | undefined;
+  let listener: Listener | undefined;
   let loops: Promise<void>[] = [];
   const knownTopics = new Set<string>();
   const blocks: KeyBlocks[] = [];
@@ -234,21 +239,27 @@ export function createRelay(options: RelayOptions): Relay {
     let idle = false;
     while (!signal.aborted) {
       let wait = settings.pollIntervalMs;
+      let wakeable = true;
       try {
         const { claimed, full, allFailed } = await runBatch(shard, keyBlocks, idle);
         idle = claimed === 0;
         dbFailures = 0;
         sendFailures = allFailed ? sendFailures + 1 : 0;
         // Busy: go again at once. Every key failed: the broker is likely down, back off the whole shard.
-        if (allFailed) wait = backoffDelay(sendFailures, backoff, random);
-        else if (full) continue;
+        if (allFailed) {
+          wait = backoffDelay(sendFailures, backoff, random);
+          wakeable = false;
+        } else if (full) continue;
       } catch (error) {
         dbFailures++;
         stats.dbErrors++;
         wait = backoffDelay(dbFailures, backoff, random);
+        wakeable = false;
         emit('relay.db-error', { shard, code: pgCode(error), error: (error as Error)?.message ?? String(error), retryInMs: wait }, 'warn');
       }
-      await sleepUnlessAborted(wait, signal);
+      // A notification ends an idle wait, never a backoff: new rows do not mend a broken broker or database.
+      if (wakeable) await wake.sleep(shard, wait, signal);
+      else await sleepUnlessAborted(wait, signal);
     }
   }
 
@@ -342,8 +353,35 @@ export function createRelay(options: RelayOptions): Relay {
     }
   }
 
+  /** The LISTEN session (relay.notify), and whether db:provision made the trigger that feeds it. */
+  async function listen(): Promise<void> {
+    if (!settings.notify) return;
+    const { rows } = await query<{ present: boolean }>(pool as Pool, sql.notifyTrigger, [config.outbox.schema, config.outbox.table, NOTIFY_TRIGGER]);
+    if (!rows[0]?.present) {
+      emit(
+        'relay.listen',
+        { state: 'no-trigger', channel, hint: `relay.notify is on but ${config.outbox.schema}.${config.outbox.table} has no notify trigger: run db:provision with relay.notify (OUTBOX_RELAY_NOTIFY=true). Until then new rows wait up to pollIntervalMs.` },
+        'warn',
+      );
+    }
+    listener = createListener({
+      client: clientConfig(config.database, { application_name: 'outbox-relay:listen' }),
+      channel,
+      backoff,
+      random,
+      onWake: () => {
+        stats.wakes++;
+        wake.wakeAll();
+      },
+      onState: (state, data) => emit('relay.listen', { state, channel, ...data }, state === 'down' ? 'warn' : 'info'),
+    });
+    await listener.start();
+  }
+
   async function shutdown(): Promise<void> {
     abort.abort();
+    await listener?.stop();
+    listener = undefined;
     await Promise.allSettled(loops);
     loops = [];
     await producer?.disconnect().catch(() => {});
@@ -369,6 +407,7 @@ export function createRelay(options: RelayOptions): Relay {
         await checkTable();
         await join();
         await connectKafka();
+        await listen();
       } catch (error) {
         await shutdown();
         state = 'idle';
@@ -379,7 +418,7 @@ export function createRelay(options: RelayOptions): Relay {
         every(settings.lagIntervalMs, measureLag, 'lag'),
         every(settings.cleanupIntervalMs, cleanup, 'cleanup'),
       ];
-      emit('relay.started', { workers: settings.workers, batchSize: settings.batchSize, maxBatchBytes: settings.maxBatchBytes, pollIntervalMs: settings.pollIntervalMs, table: `${config.outbox.schema}.${config.outbox.table}` }, 'info');
+      emit('relay.started', { workers: settings.workers, batchSize: settings.batchSize, maxBatchBytes: settings.maxBatchBytes, pollIntervalMs: settings.pollIntervalMs, notify: settings.notify, table: `${config.outbox.schema}.${config.outbox.table}` }, 'info');
     },
 
     async stop() {
@@ -392,6 +431,6 @@ export function createRelay(options: RelayOptions): Relay {
 
     stats: () => ({ ...stats, blockedKeys: blocks.reduce((n, b) => n + (b?.size() ?? 0), 0) }),
 
-    health: () => ({ running: state === 'running', workers: settings.workers }),
+    health: () => ({ running: state === 'running', workers: settings.workers, listening: listener?.listening() ?? false }),
   };
 }

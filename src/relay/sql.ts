@@ -35,6 +35,8 @@ export interface RelaySql {
   join: string;
   /** $1 membership namespace: the shard counts of every running instance on this database and table. */
   members: string;
+  /** $1 schema, $2 table, $3 trigger name: `present` is true when the outbox has that trigger (relay.notify). */
+  notifyTrigger: string;
 }
 
 /** Advisory-lock namespaces (hashed with hashtext in SQL) of one outbox table. */
@@ -91,5 +93,8 @@ export function buildRelaySql(schema: string, table: string): RelaySql {
       "WHERE locktype = 'advisory' AND objsubid = 2 AND granted " +
       'AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) ' +
       'AND classid::bigint = (hashtext($1)::bigint & 4294967295)',
+    notifyTrigger:
+      'SELECT EXISTS (SELECT 1 FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace ' +
+      'WHERE n.nspname = $1 AND c.relname = $2 AND g.tgname = $3 AND g.tgenabled <> \'D\') AS present',
   };
 }

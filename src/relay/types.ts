@@ -18,8 +18,10 @@ export interface RelayStats {
   blockedKeys: number;
   /** Claim transactions that failed on the database side (rolled back, retried). */
   dbErrors: number;
+  /** Notifications (and LISTEN reconnects) that woke the idle workers (relay.notify). */
+  wakes: number;
 }
 
 /** Namespaced relay events; listeners that throw are ignored. */
-export type RelayEventName = 'relay.started' | 'relay.batch' | 'relay.publish-failed' | 'relay.db-error' | 'relay.lag' | 'relay.cleanup' | 'relay.stopped';
+export type RelayEventName = 'relay.started' | 'relay.batch' | 'relay.publish-failed' | 'relay.db-error' | 'relay.lag' | 'relay.cleanup' | 'relay.listen' | 'relay.stopped';
 export type RelayEventListener = (name: RelayEventName, data: Record<string, unknown>) => void;

@@ -89,3 +89,34 @@ describe('validateEvent', () => {
     expect(error.message).not.toContain('PAYLOAD-SECRET-123');
   });
 });
+
+describe('validateEvent on the plain-event fast path (no id, no headers: checked without zod)', () => {
+  const plain: OutboxEvent = { aggregateType: 'order', aggregateId: 'order-42', type: 'OrderCreated', payload: { total: 12 } };
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['aggregateType with a space', { aggregateType: 'order items' }, 'aggregateType'],
+    ['aggregateType too long for a topic', { aggregateType: 'a'.repeat(237) }, 'aggregateType'],
+    ['empty aggregateId', { aggregateId: '' }, 'aggregateId'],
+    ['aggregateId over 4096 bytes in UTF-8', { aggregateId: 'é'.repeat(2049) }, 'aggregateId'],
+    ['aggregateId that is not a string', { aggregateId: 42 }, 'aggregateId'],
+    ['type with a slash', { type: '../OrderCreated' }, 'type'],
+    ['traceparent in upper case', { traceparent: '00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01' }, 'traceparent'],
+    ['unknown contentType', { contentType: 'text/plain' }, 'contentType'],
+    ['an unknown key', { extra: 1 }, '(event)'],
+  ])('%s is refused as the schema refuses it (the message names the field)', (_what, patch, field) => {
+    const error = invalid({ ...plain, ...patch });
+    expect(error.code).toBe('EVENT_INVALID');
+    expect(error.message).toContain(`  - ${field}`);
+  });
+
+  it('a type pair accepted once is accepted again, and a bad aggregateId of a known pair is still refused', () => {
+    expect(() => validateEvent(plain)).not.toThrow();
+    expect(() => validateEvent(plain)).not.toThrow();
+    expect(invalid({ ...plain, aggregateId: '' }).message).toMatch(/aggregateId/);
+    expect(invalid({ ...plain, payload: undefined }).message).toMatch(/payload: is missing/);
+  });
+
+  it('accepts what the schema accepts: traceparent, contentType and a 4096-byte aggregateId', () => {
+    expect(() => validateEvent({ ...plain, traceparent: good.traceparent, contentType: 'application/json', aggregateId: 'x'.repeat(4096) })).not.toThrow();
+  });
+});

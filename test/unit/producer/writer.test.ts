@@ -235,3 +235,61 @@ describe('prepareInsert (the outbox row inside the caller\'s own statement)', ()
     expect((await rejection(writer().prepareInsert([event(1)], { firstParam: 0 }))).message).toMatch(/firstParam .* got 0/);
   });
 });
+
+describe('writeWith (the business statement and the outbox row as one statement)', () => {
+  function fakeDb(rows: Array<Record<string, unknown>> = []) {
+    const query = jest.fn(async (_config: { name?: string; text: string; values: unknown[] }) => ({ rows, rowCount: rows.length }));
+    return { query };
+  }
+  const business = { text: 'INSERT INTO orders (id, total) VALUES ($1, $2)', values: ['o-1', 5] };
+
+  it('sends ONE named statement: the business statement as a CTE, its parameters first, the outbox parameters after', async () => {
+    const db = fakeDb();
+    const { events, rows } = await writer().writeWith(db, business, [event(1)]);
+    expect(db.query).toHaveBeenCalledTimes(1);
+    const sent = db.query.mock.calls[0]?.[0] as { name: string; text: string; values: unknown[] };
+    expect(sent.text).toBe(`WITH biz AS (${business.text}) INSERT INTO "public"."outbox" (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ($3, $4, $5, $6, $7, $8, $9, $10)`);
+    expect(sent.values.slice(0, 2)).toEqual(['o-1', 5]);
+    expect(sent.values[2]).toBe(events[0]?.id);
+    expect(sent.values.slice(3, 6)).toEqual(['order', 'order-1', 'OrderCreated']);
+    expect(sent.name).toMatch(/^outbox-[0-9a-f]{20}$/);
+    expect(rows).toEqual([]);
+  });
+
+  it('reuses the statement name for the same business text and event count, and another for another shape', async () => {
+    const db = fakeDb();
+    const w = writer();
+    await w.writeWith(db, business, [event(1)]);
+    await w.writeWith(db, { ...business, values: ['o-2', 7] }, [event(2)]);
+    await w.writeWith(db, business, [event(3), event(4)]);
+    const names = db.query.mock.calls.map(([c]) => c.name);
+    expect(names[0]).toBe(names[1]);
+    expect(names[2]).not.toBe(names[0]);
+  });
+
+  it('returning: true returns the business statement\'s RETURNING rows', async () => {
+    const db = fakeDb([{ id: 'o-1' }]);
+    const result = await writer().writeWith(db, { ...business, text: `${business.text} RETURNING id` }, [event(1)], { returning: true });
+    expect(result.rows).toEqual([{ id: 'o-1' }]);
+    const text = db.query.mock.calls[0]?.[0].text;
+    expect(text).toMatch(/^WITH biz AS \(.* RETURNING id\), outbox_rows AS \(INSERT INTO .*\) SELECT \* FROM biz$/);
+    // the outbox rows read biz first: the business statement's row locks come before their seq
+    expect(text).toContain('VALUES ($3::uuid, $4::text, $5::text, $6::text, $7::bytea, $8::text, $9::text, $10::text)) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz');
+  });
+
+  it('refuses a bad event, an empty business statement, no events and deleteAfterInsert before any SQL', async () => {
+    const db = fakeDb();
+    expect((await rejection(writer().writeWith(db, business, [{ ...event(1), aggregateType: 'bad type' }]))).code).toBe('EVENT_INVALID');
+    expect((await rejection(writer().writeWith(db, { text: ' ' }, [event(1)]))).message).toMatch(/business statement/);
+    expect((await rejection(writer().writeWith(db, business, []))).message).toMatch(/1 to 1000 events, got 0/);
+    expect((await rejection(writer({}, { deleteAfterInsert: true }).writeWith(db, business, [event(1)]))).message).toMatch(/writeWith cannot be used with deleteAfterInsert/);
+    expect(db.query).not.toHaveBeenCalled();
+  });
+
+  it('a refused limit constraint is explained as for writeEvent', async () => {
+    const refused = Object.assign(new Error('new row violates check constraint'), { code: '23514', constraint: 'outbox_payload_size' });
+    const db = { query: jest.fn(async (): Promise<{ rows: [] }> => Promise.reject(refused)) };
+    const error = await rejection(writer().writeWith(db, business, [event(1)]));
+    expect(error.code).toBe('PAYLOAD_TOO_LARGE');
+  });
+});

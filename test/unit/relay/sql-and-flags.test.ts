@@ -103,6 +103,9 @@ describe('relay settings', () => {
 
   it('reads OUTBOX_RELAY_* variables and names the variable of a bad value', () => {
     expect(loadConfig({ env: { OUTBOX_RELAY_WORKERS: '8', OUTBOX_RELAY_POLL_INTERVAL_MS: '250' } }).relay).toMatchObject({ workers: 8, pollIntervalMs: 250 });
+    expect(loadConfig({ env: {} }).relay.notify).toBe(false); // CDC-only deployments get no trigger
+    expect(loadConfig({ env: { OUTBOX_RELAY_NOTIFY: 'true' } }).relay.notify).toBe(true);
+    expect(relayFlagSettings({ notify: true })).toEqual({ notify: true });
     const error = thrown(() => loadConfig({ env: { OUTBOX_RELAY_BATCH_SIZE: '0' } }));
     expect(error.code).toBe('CONFIG_INVALID');
     expect(error.message).toContain('relay.batchSize');
