@@ -1,4 +1,5 @@
 import Table from 'cli-table3';
+import { pipelineCpuPerEvent } from './load';
 import type { BenchResults } from './run-bench';
 import type { Verdict } from './targets';
 
@@ -30,8 +31,39 @@ export function formatVerdicts(verdicts: readonly Verdict[]): string {
   return table.toString();
 }
 
+/** Process groups in the CPU table, in this order; any other group found goes after them. */
+const CPU_ORDER = ['postgres', 'connect', 'kafka', 'registry', 'router', 'relay', 'writer', 'benchNode', 'java', 'otherNode', 'other'];
+const CPU_HEADS: Record<string, string> = { postgres: 'postgres', connect: 'Connect', kafka: 'Kafka', registry: 'registry', router: 'router', relay: 'relay', writer: 'writer', benchNode: 'bench', java: 'java', otherNode: 'other node*', other: 'other*' };
+
+/** Rows of the CPU table: each pipeline step, then each router drain. Pure. */
+export function cpuRows(results: BenchResults): Array<{ label: string; perEvent: Record<string, number> }> {
+  const rows: Array<{ label: string; perEvent: Record<string, number> }> = [];
+  for (const run of [results.cdc, results.relay]) for (const s of run?.steps ?? []) rows.push({ label: `${run?.pipeline} @${s.rate}/s${s.keptUp ? '' : ' (past knee)'}`, perEvent: s.cpuUsPerEvent });
+  const r = results.router;
+  if (r) for (const d of [r.perEvent, r.batch]) if (d.supported) rows.push({ label: `router drain (${d.handler})`, perEvent: d.cpuUsPerEvent });
+  return rows;
+}
+
+/** CPU microseconds per event handled, per process group (columns) and measurement (rows). */
+export function formatCpuTable(results: BenchResults): string | undefined {
+  const rows = cpuRows(results);
+  if (rows.length === 0) return undefined;
+  const seen = new Set(rows.flatMap((r) => Object.keys(r.perEvent)));
+  const groups = [...CPU_ORDER.filter((g) => seen.has(g)), ...[...seen].filter((g) => !CPU_ORDER.includes(g))];
+  const table = new Table({ head: ['µs per event', ...groups.map((g) => CPU_HEADS[g] ?? g), 'pipeline'], style: { head: [], border: [], compact: true } });
+  for (const r of rows) table.push([r.label, ...groups.map((g) => (r.perEvent[g] === undefined ? '' : formatValue(r.perEvent[g] as number))), formatValue(pipelineCpuPerEvent(r.perEvent))]);
+  return table.toString();
+}
+
 export function formatBench(results: BenchResults): string {
   const lines = [formatVerdicts(results.verdicts)];
+  const cpu = formatCpuTable(results);
+  if (cpu) {
+    lines.push('', 'CPU per event handled, by process (/proc utime+stime over each measured window ÷ events handled in it):', cpu);
+    lines.push("* not the pipeline: other processes on the machine (the 'pipeline' column leaves them out)");
+  }
+  const loads = [results.machine.loadavgStart, results.machine.loadavgEnd].filter(Boolean).map((l) => (l as number[]).join(' '));
+  lines.push('', `load average at start | end: ${loads.join(' | ')}${results.chart?.file ? `; chart: ${results.chart.file}` : results.chart?.note ? `; ${results.chart.note}` : ''}`);
   const missed = results.verdicts.filter((v) => v.pass === false);
   const met = results.verdicts.filter((v) => v.pass === true).length;
   lines.push('', `targets: ${met} met, ${missed.length} missed (of ${met + missed.length}); run took ${results.durationSeconds} s on ${results.machine.cpus} cores`);
