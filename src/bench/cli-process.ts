@@ -4,6 +4,7 @@
  * bench's database. The metrics port is any free one (0); the process logs it, and the bench reads
  * /healthz (router joined) and /metrics (prom-client's event-loop delay, reset at every scrape).
  */
+import { DIST } from './dist-paths';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,7 +26,6 @@ export interface CliProcess {
   stop(): Promise<void>;
 }
 
-const CLI = join(__dirname, '..', 'cli', 'main.js');
 
 /** Prometheus text format → the value of the first sample whose name ends with `suffix`. Pure. */
 export function metricValue(text: string, suffix: string): number | undefined {
@@ -51,7 +51,7 @@ export function startCliProcess(options: { command: 'router' | 'relay'; args: st
   const file = join(options.dir, `${command}-config.json`);
   writeFileSync(file, JSON.stringify(config));
   const { database } = config;
-  const child: ChildProcess = spawn(process.execPath, [CLI, '--log-format', 'json', '--log-level', 'info', command, '--config', file, '--metrics-port', '0', ...options.args], {
+  const child: ChildProcess = spawn(process.execPath, [DIST.cli, '--log-format', 'json', '--log-level', 'info', command, '--config', file, '--metrics-port', '0', ...options.args], {
     env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '', ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

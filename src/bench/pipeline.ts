@@ -15,6 +15,7 @@
  * joined its group, one probe event went through end to end (the connector or relay is streaming), and
  * the pipeline ran `warmupSeconds` at the first rate (JIT of the JVMs and of Node).
  */
+import { DIST } from './dist-paths';
 import type { Client, Pool } from 'pg';
 import type { OutboxConfig } from '../config';
 import type { Logger } from '../log';
@@ -156,7 +157,7 @@ export async function measurePipeline(options: PipelineOptions): Promise<Pipelin
     dir: options.dir,
     log: options.log,
     env: options.handler === 'batch' ? { BENCH_HANDLER: 'batch' } : {},
-    args: ['--handlers', `${__dirname}/children/handlers.js`, '--consumer', options.consumer, '--topics', options.topics.source, '--partitions', String(options.partitions)],
+    args: ['--handlers', DIST.handlers, '--consumer', options.consumer, '--topics', options.topics.source, '--partitions', String(options.partitions)],
   });
   childPids.set(router.pid, 'router');
   let writer: WriterProcess | undefined;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { DIST } from './dist-paths';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Partitioners, type Kafka } from 'kafkajs';
 import type { Client, Pool } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec } from '../codec';
@@ -117,7 +117,7 @@ async function drainWithRouter(
     log: o.log,
     env: o.handler === 'batch' ? { BENCH_HANDLER: 'batch' } : {},
     args: [
-      '--handlers', join(__dirname, 'children', 'handlers.js'), '--consumer', o.consumer, '--topics', `^${o.topic.replace(/\./g, '\\.')}$`,
+      '--handlers', DIST.handlers, '--consumer', o.consumer, '--topics', `^${o.topic.replace(/\./g, '\\.')}$`,
       '--partitions', String(o.partitions), '--lanes', String(o.lanes), '--max-transaction-records', String(o.maxTransactionRecords),
     ],
   });

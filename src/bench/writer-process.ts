@@ -1,5 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import { DIST } from './dist-paths';
 import type { OutboxConfig } from '../config';
 import type { EventLoopDelay, WriterMode, WriterReply, WriterRequest } from './writer-protocol';
 import type { PacedRun } from './pacing';
@@ -13,7 +13,7 @@ export interface WriterProcess {
 
 /** Forks the writer child (dist/bench/children/writer.js) and waits until its connections are open. */
 export async function startWriterProcess(config: OutboxConfig, mode: WriterMode, connections: number): Promise<WriterProcess> {
-  const child: ChildProcess = fork(join(__dirname, 'children', 'writer.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child: ChildProcess = fork(DIST.writer, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let listener: ((m: WriterReply) => void) | undefined;
   let exited: Error | undefined;
   const waiters = new Set<(error: Error) => void>();
