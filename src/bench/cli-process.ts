@@ -5,6 +5,7 @@
  * /healthz (router joined) and /metrics (prom-client's event-loop delay, reset at every scrape).
  */
 import { DIST } from './dist-paths';
+import { childPids } from './load';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -103,4 +104,21 @@ export function startCliProcess(options: { command: 'router' | 'relay'; args: st
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * `outbox router` with the bench handlers module (per-event, or its batch form), counted as the
+ * `router` process group in the CPU samples.
+ */
+export function startBenchRouter(o: { config: OutboxConfig; dir: string; log: Logger; handler: 'per-event' | 'batch'; consumer: string; topics: string; args?: string[] }): CliProcess {
+  const router = startCliProcess({
+    command: 'router',
+    config: o.config,
+    dir: o.dir,
+    log: o.log,
+    env: o.handler === 'batch' ? { BENCH_HANDLER: 'batch' } : {},
+    args: ['--handlers', DIST.handlers, '--consumer', o.consumer, '--topics', o.topics, ...(o.args ?? [])],
+  });
+  childPids.set(router.pid, 'router');
+  return router;
 }

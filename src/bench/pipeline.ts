@@ -15,12 +15,11 @@
  * joined its group, one probe event went through end to end (the connector or relay is streaming), and
  * the pipeline ran `warmupSeconds` at the first rate (JIT of the JVMs and of Node).
  */
-import { DIST } from './dist-paths';
 import type { Client, Pool } from 'pg';
 import type { OutboxConfig } from '../config';
 import type { Logger } from '../log';
 import { BENCH_TABLES_DDL } from './children/handlers';
-import { startCliProcess, type CliProcess } from './cli-process';
+import { startBenchRouter, type CliProcess } from './cli-process';
 import { backlogGrew, keptUp, nextRate, reached, skippedRates, sustainedMax, type StepOutcome } from './curve';
 import { childPids, cpuPerEvent, startLoad, type Load } from './load';
 import type { Progress } from './progress';
@@ -152,15 +151,7 @@ export async function measurePipeline(options: PipelineOptions): Promise<Pipelin
   const { pool, progress, pipeline } = options;
   await createBenchTables(pool);
   const started = Date.now();
-  const router = startCliProcess({
-    command: 'router',
-    config: options.config,
-    dir: options.dir,
-    log: options.log,
-    env: options.handler === 'batch' ? { BENCH_HANDLER: 'batch' } : {},
-    args: ['--handlers', DIST.handlers, '--consumer', options.consumer, '--topics', options.topics.source, '--partitions', String(options.partitions)],
-  });
-  childPids.set(router.pid, 'router');
+  const router = startBenchRouter({ ...options, topics: options.topics.source, args: ['--partitions', String(options.partitions)] });
   let writer: WriterProcess | undefined;
   try {
     await router.healthy(120_000);

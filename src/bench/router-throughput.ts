@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { DIST } from './dist-paths';
 import { readFileSync } from 'node:fs';
 import { Partitioners, type Kafka } from 'kafkajs';
 import type { Client, Pool } from 'pg';
@@ -7,8 +6,8 @@ import { AVRO_CONTENT_TYPE, createCodec } from '../codec';
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
-import { startCliProcess } from './cli-process';
-import { childPids, cpuPerEvent, startLoad, type Load, type LoadWindow } from './load';
+import { startBenchRouter } from './cli-process';
+import { cpuPerEvent, startLoad, type Load, type LoadWindow } from './load';
 import { createBenchTables, type HandlerKind } from './pipeline';
 import { round } from './stats';
 import type { EventLoopDelay } from './writer-protocol';
@@ -110,18 +109,11 @@ async function drainWithRouter(
 ): Promise<RouterDrain> {
   const { pool, events } = o;
   await pool.query('TRUNCATE bench_handled');
-  const router = startCliProcess({
-    command: 'router',
-    config: o.config,
-    dir: o.dir,
-    log: o.log,
-    env: o.handler === 'batch' ? { BENCH_HANDLER: 'batch' } : {},
-    args: [
-      '--handlers', DIST.handlers, '--consumer', o.consumer, '--topics', `^${o.topic.replace(/\./g, '\\.')}$`,
-      '--partitions', String(o.partitions), '--lanes', String(o.lanes), '--max-transaction-records', String(o.maxTransactionRecords),
-    ],
+  const router = startBenchRouter({
+    ...o,
+    topics: `^${o.topic.replace(/\./g, '\\.')}$`,
+    args: ['--partitions', String(o.partitions), '--lanes', String(o.lanes), '--max-transaction-records', String(o.maxTransactionRecords)],
   });
-  childPids.set(router.pid, 'router');
   const phase = `router (${o.handler})`;
   let rssMax = 0;
   const started = Date.now();
