@@ -24,13 +24,26 @@ export interface ChartInput {
   maxima: Array<{ pipeline: string; rate: number }>;
 }
 
+/** 1-2-5 ticks covering [min, max] (one step beyond each end), for a log axis that is readable. Pure. */
+export function ticks125(min: number, max: number): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max) || min <= 0) return [];
+  const out: number[] = [];
+  for (let decade = 10 ** Math.floor(Math.log10(min)); decade <= max * 10; decade *= 10) {
+    for (const m of [1, 2, 5]) out.push(m * decade);
+  }
+  const below = out.filter((t) => t <= min).pop() ?? out[0];
+  const above = out.find((t) => t >= max) ?? out[out.length - 1];
+  return out.filter((t) => t >= (below as number) && t <= (above as number));
+}
+
 /** The Vega-Lite spec. Pure. Points without a finite latency are left out. */
 export function chartSpec(input: ChartInput): Record<string, unknown> {
   const values = input.points.flatMap((p) =>
     (['p50', 'p99'] as const).filter((k) => Number.isFinite(p[k]) && p[k] > 0).map((k) => ({ pipeline: p.pipeline, rate: p.rate, asked: p.asked, percentile: k, ms: p[k] })),
   );
   const color = { field: 'pipeline', type: 'nominal', title: 'pipeline' };
-  const x = { field: 'rate', type: 'quantitative', title: 'events/s reached (log)', scale: { type: 'log' } };
+  const rates = [...values.map((v) => v.rate), ...input.maxima.map((m) => m.rate)];
+  const x = { field: 'rate', type: 'quantitative', title: 'events/s reached (log)', scale: { type: 'log' }, axis: { values: ticks125(Math.min(...rates), Math.max(...rates)) } };
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
     title: input.title,

@@ -1,4 +1,4 @@
-import { chartSpec } from '../../../src/bench/chart';
+import { chartSpec, ticks125 } from '../../../src/bench/chart';
 import { eventLoopFromMetrics, metricValue } from '../../../src/bench/cli-process';
 import { cpuPerEvent, pipelineCpuPerEvent } from '../../../src/bench/load';
 
@@ -21,6 +21,12 @@ describe('the latency-versus-rate chart spec', () => {
     ]);
     expect(lines?.encoding.x?.scale?.type).toBe('log');
     expect(lines?.encoding.y?.scale?.type).toBe('log');
+  });
+
+  it('labels the log rate axis 1-2-5 across the data', () => {
+    expect(ticks125(98, 5000)).toEqual([50, 100, 200, 500, 1000, 2000, 5000]);
+    expect(ticks125(100, 1400)).toEqual([100, 200, 500, 1000, 2000]);
+    expect(ticks125(Number.NaN, 1)).toEqual([]);
   });
 
   it('marks the sustained maximum with a rule and a label', () => {
