@@ -55,8 +55,40 @@ export function formatCpuTable(results: BenchResults): string | undefined {
   return table.toString();
 }
 
+/**
+ * Verdicts the curve table already shows (per-step reference figures without a target): left out of
+ * the main table, kept in results.json. Pure.
+ */
+export function inCurveTable(v: Verdict): boolean {
+  return /^(cdc|relay)\.(latency\d+\.|cpu\d+$)/.test(v.id) && v.target === undefined;
+}
+
+/** One row per measured rate of each pipeline: the curve, as numbers. */
+export function formatCurve(results: BenchResults): string | undefined {
+  const runs = [results.cdc, results.relay].filter((r) => r !== undefined);
+  if (runs.length === 0) return undefined;
+  const table = new Table({
+    head: ['pipeline', 'asked/s', 'reached/s', 'p50 ms', 'p99 ms', 'p99 to Kafka | from', 'backlog mid -> end', 'loop p99 router|writer|relay', 'CPU µs/ev', ''],
+    style: { head: [], border: [], compact: true },
+  });
+  for (const run of runs) {
+    for (const s of [...run.steps].sort((a, b) => a.rate - b.rate)) {
+      const l = s.eventLoopMs;
+      const loop = [l.router, l.writer, l.relay].map((x) => (x ? formatValue(x.p99) : '-')).join(' | ');
+      table.push([
+        run.pipeline, formatValue(s.rate), formatValue(s.reachedPerSec), formatValue(s.commitToHandledMs.p50), formatValue(s.commitToHandledMs.p99),
+        `${formatValue(s.commitToKafkaMs.p99)} | ${formatValue(s.kafkaToHandledMs.p99)}`, `${s.backlogMid} -> ${s.backlogEnd}`, loop,
+        formatValue(pipelineCpuPerEvent(s.cpuUsPerEvent)), s.keptUp ? 'kept up' : !s.reached ? 'rate not reached' : 'past the knee',
+      ]);
+    }
+  }
+  return table.toString();
+}
+
 export function formatBench(results: BenchResults): string {
-  const lines = [formatVerdicts(results.verdicts)];
+  const lines = [formatVerdicts(results.verdicts.filter((v) => !inCurveTable(v)))];
+  const curve = formatCurve(results);
+  if (curve) lines.push('', 'Latency against rate (commit -> handled from the database clock; Kafka split by broker time; every step after the warm-up):', curve);
   const cpu = formatCpuTable(results);
   if (cpu) {
     lines.push('', 'CPU per event handled, by process (/proc utime+stime over each measured window ÷ events handled in it):', cpu);

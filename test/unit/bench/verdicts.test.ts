@@ -148,6 +148,9 @@ describe('formatting', () => {
     expect(text).toContain('Missed targets:');
     expect(text).toContain('why: p99 300 ms splits into');
     expect(text).toContain('relay: connect refused');
+    expect(text).toMatch(/│\s*cdc\s*│\s*1,000\s*│\s*1,000\s*│\s*8\s*│\s*300\s*│\s*12 \| 288\s*│\s*10 -> 12\s*│\s*20 \| 11 \| -\s*│\s*300\s*│\s*kept up/);
+    // The per-step reference rows are in the curve table, not repeated in the targets table.
+    expect(text).not.toContain('@1000/s p99 split');
     expect(text).toMatch(/µs per event\s*│\s*postgres\s*│\s*router\s*│\s*other node\*\s*│\s*pipeline/);
     expect(text).toMatch(/cdc @1000\/s\s*│\s*200\s*│\s*100\s*│\s*50\s*│\s*300/);
   });
