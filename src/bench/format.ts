@@ -5,6 +5,8 @@ import type { Verdict } from './targets';
 
 /** A figure as printed: thousands grouped, NaN (not measured) as "n/a". */
 export function formatValue(value: number): string {
+  // results.json stores an unmeasured NaN as null.
+  if (typeof value !== 'number') return 'n/a';
   if (!Number.isFinite(value)) return Number.isNaN(value) ? 'n/a' : value > 0 ? '∞' : '-∞';
   const digits = Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : Math.abs(value) >= 1 ? 2 : 3;
   return value.toLocaleString('en-US', { maximumFractionDigits: digits });

@@ -137,6 +137,7 @@ describe('formatting', () => {
     expect(formatValue(0.8512)).toBe('0.851');
     expect(formatValue(Number.NaN)).toBe('n/a');
     expect(formatValue(Infinity)).toBe('∞');
+    expect(formatValue(null as unknown as number)).toBe('n/a');
   });
 
   it('puts each figure beside its target with ✓ or ✗, lists missed targets with why, and prints the CPU table', () => {
