@@ -40,7 +40,7 @@ const CPU_HEADS: Record<string, string> = { postgres: 'postgres', connect: 'Conn
 /** Rows of the CPU table: each pipeline step, then each router drain. Pure. */
 export function cpuRows(results: BenchResults): Array<{ label: string; perEvent: Record<string, number> }> {
   const rows: Array<{ label: string; perEvent: Record<string, number> }> = [];
-  for (const run of [results.cdc, results.relay]) for (const s of run?.steps ?? []) rows.push({ label: `${run?.pipeline} @${s.rate}/s${s.keptUp ? '' : ' (past knee)'}`, perEvent: s.cpuUsPerEvent });
+  for (const run of [results.cdc, results.relay]) for (const s of [...(run?.steps ?? [])].sort((a, b) => a.rate - b.rate)) rows.push({ label: `${run?.pipeline} @${s.rate}/s${s.keptUp ? '' : ' (past knee)'}`, perEvent: s.cpuUsPerEvent });
   const r = results.router;
   if (r) for (const d of [r.perEvent, r.batch]) if (d.supported) rows.push({ label: `router drain (${d.handler})`, perEvent: d.cpuUsPerEvent });
   return rows;
