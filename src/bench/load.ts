@@ -55,9 +55,10 @@ export function parseMachineStat(content: string): { busy: number; total: number
 }
 
 /** Which part of the stack a process is, by its comm and command line. */
-export function classifyProcess(comm: string, cmdline: string, pid: number, self: number, children: ReadonlySet<number> = new Set()): string {
+export function classifyProcess(comm: string, cmdline: string, pid: number, self: number, children: ReadonlyMap<number, string> = new Map()): string {
   if (pid === self) return 'benchNode';
-  if (children.has(pid)) return 'routerChild';
+  const child = children.get(pid);
+  if (child) return child;
   if (comm === 'postgres' || comm.startsWith('postgres')) return 'postgres';
   if (comm === 'java' || cmdline.includes('/bin/java')) {
     if (/ConnectDistributed/.test(cmdline)) return 'connect';
@@ -71,8 +72,8 @@ export function classifyProcess(comm: string, cmdline: string, pid: number, self
 
 const cmdlines = new Map<number, { comm: string; group: string }>();
 
-/** Extra pids to attribute as the router child (router-throughput's `outbox router` process). */
-export const childPids = new Set<number>();
+/** The processes the bench spawned, by pid, and the group each counts in (`router`, `relay`, `writer`). */
+export const childPids = new Map<number, string>();
 
 export function sampleProcs(): ProcSample {
   const at = Date.now();
@@ -87,7 +88,8 @@ export function sampleProcs(): ProcSample {
         const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
         if (!stat) continue;
         let known = cmdlines.get(pid);
-        if (!known || known.comm !== stat.comm) {
+        // A child registered after its first sample is re-classified.
+        if (!known || known.comm !== stat.comm || (childPids.has(pid) && known.group !== childPids.get(pid))) {
           let cmdline = '';
           try {
             cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
@@ -207,4 +209,23 @@ export function stackMemoryMb(): { totalMb: number; byGroup: Record<string, numb
   }
   for (const k of Object.keys(byGroup)) byGroup[k] = round(byGroup[k] as number);
   return { totalMb: round(Object.values(byGroup).reduce((a, b) => a + b, 0)), byGroup };
+}
+
+/** Groups that are not the pipeline: whatever else runs on the machine (other tests, builds, editors). */
+export const NOT_PIPELINE = new Set(['other', 'otherNode']);
+
+/** The pipeline's CPU per event: every group but NOT_PIPELINE. Pure. */
+export function pipelineCpuPerEvent(perEvent: Record<string, number>): number {
+  return round(Object.entries(perEvent).reduce((sum, [group, v]) => sum + (NOT_PIPELINE.has(group) ? 0 : v), 0));
+}
+
+/**
+ * CPU microseconds per event of each process group over a window: its CPU time (cpuPct × seconds) ÷
+ * the events handled in that window. Pure; an empty window gives {}.
+ */
+export function cpuPerEvent(load: Pick<Load, 'seconds' | 'cpuPct'>, events: number): Record<string, number> {
+  if (!(events > 0)) return {};
+  const out: Record<string, number> = {};
+  for (const [group, pct] of Object.entries(load.cpuPct)) out[group] = round(((pct / 100) * load.seconds * 1e6) / events);
+  return out;
 }

@@ -1,379 +1,264 @@
 /**
- * End to end through one pipeline (Debezium or the polling relay): COMMIT of the business transaction
- * → the handler's effect committed by the router (Avro, inbox, one row written through ctx.tx).
+ * One pipeline (Debezium or the polling relay) end to end, measured from outside: the writer, the
+ * router and the relay are separate processes, as an operator runs them, and this process only drives
+ * and measures.
  *
- * The router runs in this process (createRouter), so both ends are read from one clock: the commit
- * time is Date.now() right after the writer's COMMIT returns, the handled time is Date.now() when the
- * router reports `router.applied` for the event, which it does after the inbox transaction (inbox row +
- * the handler's row) has committed. The record's Kafka timestamp splits the path in two: commit → Kafka
- * (connector or relay) and Kafka → handled (router).
+ * - writer: a forked child (children/writer.ts) writing one event per autocommitted transaction at a
+ *   fixed rate, the payload stamped with the database's `clock_timestamp()` at insert;
+ * - router: `node dist/cli/main.js router --handlers dist/bench/children/handlers.js`, whose handler
+ *   records `clock_timestamp()` in its effect row inside the inbox transaction;
+ * - relay (relay pipeline): `node dist/cli/main.js relay`.
+ *
+ * Commit → handled is handled_at − written_at, both from the database clock, computed in SQL after
+ * each step; commit → Kafka | Kafka → handled uses the record's broker timestamp (the bench topics are
+ * created with message.timestamp.type=LogAppendTime). Before anything is measured, the router has
+ * joined its group, one probe event went through end to end (the connector or relay is streaming), and
+ * the pipeline ran `warmupSeconds` at the first rate (JIT of the JVMs and of Node).
  */
-import { randomUUID } from 'node:crypto';
 import type { Client, Pool } from 'pg';
 import type { OutboxConfig } from '../config';
-import type { OutboxWriter } from '../producer';
-import { createRouter, type Router } from '../router';
-import { createLogger } from '../log';
-import { startLoad, type Load, type LoadWindow } from './load';
+import type { Logger } from '../log';
+import { BENCH_TABLES_DDL } from './children/handlers';
+import { startBenchRouter, type CliProcess } from './cli-process';
+import { backlogGrew, keptUp, nextRate, reached, skippedRates, sustainedMax, type StepOutcome } from './curve';
+import { childPids, cpuPerEvent, startLoad, type Load } from './load';
 import type { Progress } from './progress';
-import { percentiles, round } from './stats';
+import { round } from './stats';
+import type { EventLoopDelay, WriterMode } from './writer-protocol';
+import { startWriterProcess, type WriterProcess } from './writer-process';
 
-export interface RateRun {
-  rate: number;
-  seconds: number;
-  committed: number;
-  /** Commits per second actually reached (the writer may fall short of the asked rate). */
-  committedPerSec: number;
-  handled: number;
-  /** Committed but not handled within the wait after the run. */
-  missing: number;
-  commitToHandledMs: Record<string, number>;
-  commitToKafkaMs: Record<string, number>;
-  kafkaToHandledMs: Record<string, number>;
-  /** Duration of the router's inbox transaction that applied each event (p50/p99 over events). */
-  routerTransactionMs: Record<string, number>;
-  /** Writer transactions per second (its share of dbXactPerSec). */
-  writerXactPerSec: number;
-  /** The relay's statements per second (relay.stats().queries), relay pipeline only. */
-  relayStatementsPerSec?: number;
-  load: Load;
+export type HandlerKind = 'per-event' | 'batch';
+
+export interface Latency {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
 }
 
-export interface SustainedRun {
+export interface StepRun extends StepOutcome {
+  kind: 'listed' | 'probe';
   seconds: number;
-  writers: number;
-  eventsPerTransaction: number;
   committed: number;
+  reached: boolean;
+  keptUp: boolean;
   handled: number;
-  /** Over the steady window (the second half of the writing time). */
-  steady: {
-    seconds: number;
-    committedPerSec: number;
-    handledPerSec: number;
-    backlogStart: number;
-    backlogEnd: number;
-    backlogGrew: boolean;
-    /** Where the backlog waited, for events committed in the window: commit → Kafka and Kafka → handled, p50. */
-    commitToKafkaP50Ms: number;
-    kafkaToHandledP50Ms: number;
-  };
-  /** From the first commit to the last event handled, after the writers stopped and the backlog drained. */
-  /** drainPerSec: events handled per second after the writers stopped (the pipeline without writers competing). */
-  overall: { seconds: number; handledPerSec: number; drainSeconds: number; drainPerSec: number; missing: number };
-  writerXactPerSec: number;
-  relayStatementsPerSec?: number;
+  /** Handled while the writer ran (the CPU/event denominator). */
+  handledInWindow: number;
+  backlogMid: number;
+  backlogEnd: number;
+  /** Database clock at both ends: handled_at − written_at. */
+  commitToHandledMs: Latency;
+  /** written_at → the record's broker timestamp (LogAppendTime), and that → handled_at. */
+  commitToKafkaMs: { p50: number; p99: number };
+  kafkaToHandledMs: { p50: number; p99: number };
+  eventLoopMs: Record<string, EventLoopDelay | undefined>;
+  cpuUsPerEvent: Record<string, number>;
   load: Load;
+  writerError?: string;
 }
 
 export interface PipelineRun {
   pipeline: 'cdc' | 'relay';
-  fixed: RateRun[];
-  sustained?: SustainedRun;
+  writerMode: WriterMode;
+  handler: HandlerKind;
+  /** Router started → joined, and the first probe event handled (connector or relay streaming). */
+  readySeconds: number;
+  warmup: { rate: number; seconds: number; committed: number; handled: number };
+  steps: StepRun[];
+  /** Listed rates not measured: a lower rate was already past the knee. */
+  skipped: number[];
+  sustainedMax?: { rate: number; lowerBound: boolean };
 }
 
 export interface PipelineOptions {
   pipeline: 'cdc' | 'relay';
-  /** Inbox consumer and Kafka group of the router. */
-  consumer: string;
   config: OutboxConfig;
   pool: Pool;
-  writer: OutboxWriter;
+  admin?: Client;
+  /** A scratch directory for the child processes' settings files. */
+  dir: string;
+  /** Router consumer (inbox key and group). */
+  consumer: string;
   /** Routed topics of this pipeline only. */
   topics: RegExp;
+  partitions: number;
   rates: number[];
   seconds: number;
-  sustainedSeconds: number;
-  writers: number;
-  eventsPerTransaction: number;
-  /** A client on the `postgres` database for pg_stat_database. */
-  admin?: Client;
-  relayQueries?: () => number;
+  warmupSeconds: number;
+  /** Rates tried beyond the list to find the knee. */
+  probes: number;
+  writerMode: WriterMode;
+  connections: number;
+  handler: HandlerKind;
+  /** Extra processes of the pipeline already started (the relay), measured with it. */
+  others?: Record<string, CliProcess>;
   progress: Progress;
+  log: Logger;
 }
 
-const ORDER = 'INSERT INTO orders (id, customer_id, currency, total_cents, status) SELECT unnest($1::uuid[]), $2, $3, $4, $5';
-/** The writer pool's size (createBenchDatabase). */
-const MAX_IN_FLIGHT = 16;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const DRAIN_TIMEOUT_MS = 60_000;
+const SETTLE_TIMEOUT_MS = 180_000;
+
+const LATENCY_SQL = `
+WITH t AS (
+  SELECT extract(epoch FROM h.handled_at - coalesce(h.written_at, w.written_at))::float8 * 1000 AS total,
+         extract(epoch FROM h.kafka_at - coalesce(h.written_at, w.written_at))::float8 * 1000 AS to_kafka,
+         extract(epoch FROM h.handled_at - h.kafka_at)::float8 * 1000 AS from_kafka
+    FROM bench_handled h LEFT JOIN bench_written w ON w.id = h.id
+   WHERE h.step = $1)
+SELECT count(*)::int AS n,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY total) AS total,
+       max(total) AS max,
+       percentile_disc(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY to_kafka) AS to_kafka,
+       percentile_disc(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY from_kafka) AS from_kafka
+  FROM t`;
+
+/** Creates the effect tables the bench handler writes (children/handlers.ts). */
+export async function createBenchTables(pool: Pool): Promise<void> {
+  for (const ddl of BENCH_TABLES_DDL) await pool.query(ddl);
+}
+
+async function handledCount(pool: Pool, step: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM bench_handled WHERE step = $1', [step]);
+  return rows[0]?.n ?? 0;
+}
+
+async function latency(pool: Pool, step: string): Promise<Pick<StepRun, 'commitToHandledMs' | 'commitToKafkaMs' | 'kafkaToHandledMs'>> {
+  const { rows } = await pool.query<{ total: number[] | null; max: number | null; to_kafka: number[] | null; from_kafka: number[] | null }>(LATENCY_SQL, [step]);
+  const r = rows[0];
+  const at = (a: number[] | null | undefined, i: number) => (a && a[i] !== null && a[i] !== undefined ? round(a[i] as number) : Number.NaN);
+  return {
+    commitToHandledMs: { p50: at(r?.total, 0), p95: at(r?.total, 1), p99: at(r?.total, 2), max: r?.max === null || r?.max === undefined ? Number.NaN : round(r.max) },
+    commitToKafkaMs: { p50: at(r?.to_kafka, 0), p99: at(r?.to_kafka, 1) },
+    kafkaToHandledMs: { p50: at(r?.from_kafka, 0), p99: at(r?.from_kafka, 1) },
+  };
+}
+
+async function waitHandled(pool: Pool, step: string, total: number, timeoutMs: number, onTick?: (n: number) => void): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  let n = await handledCount(pool, step);
+  while (n < total && Date.now() < deadline) {
+    onTick?.(n);
+    await sleep(200);
+    n = await handledCount(pool, step);
+  }
+  return n;
+}
 
 export async function measurePipeline(options: PipelineOptions): Promise<PipelineRun> {
-  const { pool, writer, progress } = options;
-  const commitAt = new Map<string, number>();
-  const handledAt = new Map<string, number>();
-  const kafkaAt = new Map<string, number>();
-  /** The router's inbox transaction that applied each event, start to COMMIT (shared by a chunk's records). */
-  const transactionMs = new Map<string, number>();
-  let writerXacts = 0;
-  await pool.query('CREATE TABLE IF NOT EXISTS bench_effects (id uuid PRIMARY KEY, aggregate_id text NOT NULL)');
-
-  const router: Router = createRouter({
-    config: options.config,
-    consumer: options.consumer,
-    topics: options.topics,
-    topicRefreshMs: 0,
-    logger: createLogger({ name: 'bench-router', level: 'warn' }),
-    handlers: {
-      order: {
-        OrderCreated: async (event, { tx }) => {
-          await tx.query('INSERT INTO bench_effects (id, aggregate_id) VALUES ($1, $2)', [event.id, event.aggregateId]);
-          if (event.createdAt) kafkaAt.set(event.id, event.createdAt.getTime());
-        },
-      },
-    },
-    onEvent: (name, data) => {
-      if (name === 'router.applied' && typeof data.id === 'string' && !handledAt.has(data.id)) {
-        handledAt.set(data.id, Date.now());
-        if (typeof data.transactionMs === 'number') transactionMs.set(data.id, data.transactionMs);
-      }
-    },
-  });
-
-  const writeTx = async (n: number): Promise<void> => {
-    const client = await pool.connect();
-    try {
-      const ids = Array.from({ length: n }, () => randomUUID());
-      await client.query('BEGIN');
-      await client.query(ORDER, [ids, 'c-1', 'EUR', 2000, 'created']);
-      const written = await writer.writeEvents(
-        client,
-        ids.map((orderId) => ({
-          aggregateType: 'order',
-          aggregateId: orderId,
-          type: 'OrderCreated',
-          payload: { orderId, customerId: 'c-1', currency: 'EUR', totalCents: 2000, lines: [{ sku: 'SKU-1', quantity: 2, priceCents: 1000 }], placedAt: new Date() },
-        })),
-      );
-      await client.query('COMMIT');
-      const at = Date.now();
-      writerXacts++;
-      for (const e of written) commitAt.set(e.id, at);
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
-  };
-
-  const handledOf = (ids: readonly string[]) => ids.reduce((n, id) => n + (handledAt.has(id) ? 1 : 0), 0);
-  const waitHandled = async (ids: () => string[], label: string, timeoutMs: number): Promise<number> => {
-    const bar = progress.phase(label, ids().length, 'handled');
-    const deadline = Date.now() + timeoutMs;
-    let done = handledOf(ids());
-    while (done < ids().length && Date.now() < deadline) {
-      bar.update(done);
-      await sleep(100);
-      done = handledOf(ids());
-    }
-    bar.update(done);
-    bar.done();
-    return done;
-  };
-
-  /**
-   * Writes at `rate` events/s (one event per transaction) for `seconds`; returns the ids committed, and
-   * the load (CPU, database, relay statements) over the steady middle of the run: 20% to 90% of it.
-   */
-  const paced = async (rate: number, seconds: number, label: string) => {
-    const before = new Set(commitAt.keys());
-    const total = Math.round(rate * seconds);
-    const bar = progress.phase(label, total, 'committed');
-    const inFlight = new Set<Promise<void>>();
-    let started = 0;
-    let failed: Error | undefined;
-    const t0 = Date.now();
-    let window: { load: Promise<LoadWindow>; x0: number; q0?: number } | undefined;
-    let measured: { load: Load; writerXacts: number; relayQueries?: number } | undefined;
-    const closeWindow = async () => {
-      if (!window || measured) return;
-      const load = await (await window.load).end();
-      const q1 = options.relayQueries?.();
-      measured = { load, writerXacts: writerXacts - window.x0, ...(q1 !== undefined && window.q0 !== undefined ? { relayQueries: q1 - window.q0 } : {}) };
-    };
-    const end = t0 + seconds * 1000;
-    // At most a pool's worth of transactions at once: a machine that cannot commit `rate` falls behind
-    // (committedPerSec says so) instead of queueing connection requests until they time out.
-    while (started < total && !failed && Date.now() < end) {
-      const elapsed = (Date.now() - t0) / (seconds * 1000);
-      if (!window && elapsed >= 0.2) window = { load: startLoad(options.admin, options.config.database.database), x0: writerXacts, q0: options.relayQueries?.() };
-      if (window && !measured && elapsed >= 0.9) await closeWindow();
-      const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate) + 1);
-      while (started < due && inFlight.size < MAX_IN_FLIGHT) {
-        started++;
-        const p: Promise<void> = writeTx(1)
-          .catch((e: Error) => {
-            failed = e;
-          })
-          .finally(() => inFlight.delete(p));
-        inFlight.add(p);
-      }
-      bar.update(commitAt.size - before.size, { handled: handledAt.size });
-      await sleep(2);
-    }
-    if (!window) window = { load: startLoad(options.admin, options.config.database.database), x0: writerXacts, q0: options.relayQueries?.() };
-    await closeWindow();
-    await Promise.all(inFlight);
-    if (failed) throw failed;
-    bar.update(commitAt.size - before.size);
-    bar.done();
-    const elapsed = (Date.now() - t0) / 1000;
-    return { ids: [...commitAt.keys()].filter((id) => !before.has(id)), seconds: elapsed, ...(measured as NonNullable<typeof measured>) };
-  };
-
-  await router.start();
+  const { pool, progress, pipeline } = options;
+  await createBenchTables(pool);
+  const started = Date.now();
+  const router = startBenchRouter({ ...options, topics: options.topics.source, args: ['--partitions', String(options.partitions)] });
+  let writer: WriterProcess | undefined;
   try {
-    // Warm-up (not measured): registry lookups, JIT, the router's group join, the connector's first batch.
-    const warm = await paced(100, 2, `${options.pipeline} warm-up`);
-    await waitHandled(() => warm.ids, `${options.pipeline} warm-up`, 60_000);
+    await router.healthy(120_000);
+    writer = await startWriterProcess(options.config, options.writerMode, options.connections);
+    childPids.set(writer.pid, 'writer');
+    // One probe event end to end: the connector (or relay) is streaming and the router applies.
+    const probe = `${pipeline}-probe`;
+    await writer.run(probe, 5, 1);
+    if ((await waitHandled(pool, probe, 5, 120_000)) < 5) throw new Error(`bench: ${pipeline}: probe events not handled within 120 s; ${router.problems().slice(-3).join(' | ')}`);
+    const readySeconds = round((Date.now() - started) / 1000, 2);
+    progress.note(`${pipeline}: router joined and a probe went through in ${readySeconds} s; warming up ${options.warmupSeconds} s at ${options.rates[0]}/s`);
 
-    const fixed: RateRun[] = [];
-    for (const rate of options.rates) {
-      const run = await paced(rate, options.seconds, `${options.pipeline} @${rate}/s`);
-      const { load } = run;
-      const handled = await waitHandled(() => run.ids, `${options.pipeline} @${rate}/s drain`, 30_000);
-      const toHandled: number[] = [];
-      const toKafka: number[] = [];
-      const kafkaToHandled: number[] = [];
-      for (const id of run.ids) {
-        const c = commitAt.get(id) as number;
-        const h = handledAt.get(id);
-        const k = kafkaAt.get(id);
-        if (h !== undefined) toHandled.push(h - c);
-        if (k !== undefined) toKafka.push(k - c);
-        if (h !== undefined && k !== undefined) kafkaToHandled.push(h - k);
-      }
-      const r: RateRun = {
-        rate,
-        seconds: round(run.seconds, 2),
-        committed: run.ids.length,
-        committedPerSec: round(run.ids.length / run.seconds),
-        handled,
-        missing: run.ids.length - handled,
-        commitToHandledMs: roundAll({ ...percentiles(toHandled), max: toHandled.length ? toHandled.reduce((a, b) => Math.max(a, b), 0) : Number.NaN }),
-        commitToKafkaMs: roundAll(percentiles(toKafka)),
-        kafkaToHandledMs: roundAll(percentiles(kafkaToHandled)),
-        routerTransactionMs: roundAll(percentiles(run.ids.flatMap((id) => transactionMs.get(id) ?? []), [50, 99])),
-        writerXactPerSec: round(run.writerXacts / load.seconds),
-        load,
-      };
-      if (run.relayQueries !== undefined) r.relayStatementsPerSec = round(run.relayQueries / load.seconds);
-      progress.note(`${options.pipeline} @${rate}/s: commit -> handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms (${r.handled}/${r.committed} handled)`);
-      fixed.push(r);
+    const processes = { router, ...options.others };
+    const w = writer;
+    const step = (label: string, rate: number, seconds: number) => measureStep({ ...options, writer: w, processes }, label, rate, seconds);
+    const warmRate = options.rates[0] ?? 100;
+    const warm = await step(`${pipeline}-warmup`, warmRate, options.warmupSeconds);
+
+    const steps: StepRun[] = [];
+    for (let next = nextRate(options.rates, steps, options.probes); next; next = nextRate(options.rates, steps, options.probes)) {
+      const run = await step(`${pipeline}@${next.rate}`, next.rate, options.seconds);
+      const s: StepRun = { ...run, kind: next.kind };
+      steps.push(s);
+      progress.note(
+        `${pipeline} @${s.rate}/s: reached ${s.reachedPerSec}/s; commit -> handled p50 ${s.commitToHandledMs.p50} / p99 ${s.commitToHandledMs.p99} ms ` +
+          `(Kafka split p99 ${s.commitToKafkaMs.p99} | ${s.kafkaToHandledMs.p99}); backlog ${s.backlogMid} -> ${s.backlogEnd}; ${s.keptUp ? 'kept up' : 'past the knee'}`,
+      );
     }
-
-    const sustained = options.sustainedSeconds > 0 ? await sustain() : undefined;
-    return { pipeline: options.pipeline, fixed, ...(sustained ? { sustained } : {}) };
+    const max = sustainedMax(steps);
+    return {
+      pipeline,
+      writerMode: options.writerMode,
+      handler: options.handler,
+      readySeconds,
+      warmup: { rate: warmRate, seconds: warm.seconds, committed: warm.committed, handled: warm.handled },
+      steps,
+      skipped: skippedRates(options.rates, steps),
+      ...(max ? { sustainedMax: max } : {}),
+    };
   } finally {
-    await router.stop();
-  }
-
-  /** As many concurrent writers as asked, each writing as fast as it can; the handled rate is read once steady. */
-  async function sustain(): Promise<SustainedRun> {
-    const seconds = options.sustainedSeconds;
-    const before = new Set(commitAt.keys());
-    const mine = () => [...commitAt.keys()].filter((id) => !before.has(id));
-    const counts = () => {
-      let committed = 0;
-      let handled = 0;
-      for (const id of commitAt.keys()) {
-        if (before.has(id)) continue;
-        committed++;
-        if (handledAt.has(id)) handled++;
-      }
-      return { committed, handled, at: Date.now() };
-    };
-    const bar = progress.phase(`${options.pipeline} sustained`, seconds, 's');
-    const t0 = Date.now();
-    const deadline = t0 + seconds * 1000;
-    let mid: { committed: number; handled: number; at: number } | undefined;
-    let midLoad: Promise<Awaited<ReturnType<typeof startLoad>>> | undefined;
-    let x0 = 0;
-    let q0: number | undefined;
-    const worker = async () => {
-      while (Date.now() < deadline) await writeTx(options.eventsPerTransaction);
-    };
-    let late: { committed: number; handled: number; at: number; load: Load; writerXacts: number; relayQueries?: number } | undefined;
-    const ticker = (async () => {
-      while (Date.now() < deadline) {
-        await sleep(250);
-        const c = counts();
-        if (mid && midLoad && !late && c.at - t0 >= seconds * 1000 * 0.95) {
-          // Ends inside steady load, as it began: see startLoad on pg_stat_database's flush delay.
-          const load = await (await midLoad).end();
-          const q = options.relayQueries?.();
-          late = { ...c, load, writerXacts: writerXacts - x0, ...(q !== undefined && q0 !== undefined ? { relayQueries: q - q0 } : {}) };
-        }
-        if (!mid && c.at - t0 >= (seconds * 1000) / 2) {
-          mid = c;
-          x0 = writerXacts;
-          q0 = options.relayQueries?.();
-          midLoad = startLoad(options.admin, options.config.database.database);
-        }
-        bar.update(Math.min(seconds, Math.round((c.at - t0) / 1000)), { committed: c.committed, handled: c.handled });
-      }
-    })();
-    await Promise.all([...Array.from({ length: options.writers }, worker), ticker]);
-    const finished = counts();
-    if (!late) {
-      const load = await (await (midLoad ?? startLoad())).end();
-      const q = options.relayQueries?.();
-      late = { ...finished, load, writerXacts: writerXacts - x0, ...(q !== undefined && q0 !== undefined ? { relayQueries: q - q0 } : {}) };
-    }
-    const end = late;
-    const { load } = late;
-    bar.done();
-    const start = mid ?? { committed: 0, handled: 0, at: t0 };
-    const window = Math.max(0.001, (end.at - start.at) / 1000);
-    const backlogStart = start.committed - start.handled;
-    const backlogEnd = end.committed - end.handled;
-    const committedInWindow = end.committed - start.committed;
-
-    const ids = mine();
-    const handled = await waitHandled(() => ids, `${options.pipeline} sustained drain`, 120_000);
-    const inWindow = ids.filter((id) => {
-      const c = commitAt.get(id) as number;
-      return c >= start.at && c <= end.at;
-    });
-    const toKafka = inWindow.flatMap((id) => (kafkaAt.has(id) ? [(kafkaAt.get(id) as number) - (commitAt.get(id) as number)] : []));
-    const kafkaToHandled = inWindow.flatMap((id) => (kafkaAt.has(id) && handledAt.has(id) ? [(handledAt.get(id) as number) - (kafkaAt.get(id) as number)] : []));
-    const lastHandled = ids.reduce((m, id) => Math.max(m, handledAt.get(id) ?? 0), end.at);
-    const drainSeconds = (lastHandled - finished.at) / 1000;
-    const overallSeconds = (lastHandled - t0) / 1000;
-    const run: SustainedRun = {
-      seconds: round((finished.at - t0) / 1000, 2),
-      writers: options.writers,
-      eventsPerTransaction: options.eventsPerTransaction,
-      committed: ids.length,
-      handled,
-      steady: {
-        seconds: round(window, 2),
-        committedPerSec: round(committedInWindow / window),
-        handledPerSec: round((end.handled - start.handled) / window),
-        backlogStart,
-        backlogEnd,
-        // Growth beyond a tenth of what was written in the window: the pipeline did not keep up.
-        backlogGrew: backlogEnd - backlogStart > Math.max(100, 0.1 * committedInWindow),
-        commitToKafkaP50Ms: round(percentiles(toKafka, [50]).p50 ?? Number.NaN),
-        kafkaToHandledP50Ms: round(percentiles(kafkaToHandled, [50]).p50 ?? Number.NaN),
-      },
-      overall: {
-        seconds: round(overallSeconds, 2),
-        handledPerSec: round(handled / Math.max(0.001, overallSeconds)),
-        drainSeconds: round(Math.max(0, drainSeconds), 2),
-        drainPerSec: drainSeconds > 0.5 ? round((handled - finished.handled) / drainSeconds) : Number.NaN,
-        missing: ids.length - handled,
-      },
-      writerXactPerSec: round(late.writerXacts / load.seconds),
-      load,
-    };
-    if (late.relayQueries !== undefined) run.relayStatementsPerSec = round(late.relayQueries / load.seconds);
-    progress.note(
-      `${options.pipeline} sustained: ${run.steady.handledPerSec} handled/s steady (${run.steady.committedPerSec} committed/s; backlog ${backlogStart} -> ${backlogEnd}); drained in ${run.overall.drainSeconds} s`,
-    );
-    return run;
+    await writer?.stop().catch(() => {});
+    await router.stop().catch(() => {});
   }
 }
 
-function roundAll(r: Record<string, number>): Record<string, number> {
-  return Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number.isFinite(v) ? round(v) : Number.NaN]));
+type StepContext = PipelineOptions & { writer: WriterProcess; processes: Record<string, CliProcess> };
+
+/** One rate: write for `seconds`, sample CPU and event loops over the writing, drain, then the latency in SQL. */
+async function measureStep(ctx: StepContext, label: string, rate: number, seconds: number): Promise<Omit<StepRun, 'kind'>> {
+  const { pool, writer, processes, progress } = ctx;
+  for (const p of Object.values(processes)) await p.eventLoop().catch(() => undefined);
+  const window = await startLoad(ctx.admin, ctx.config.database.database);
+  const total = Math.round(rate * seconds);
+  const bar = progress.phase(label, total, 'committed');
+  let done = 0;
+  let mid: Promise<{ done: number; handled: number }> | undefined;
+  const midTimer = setTimeout(() => {
+    const at = done;
+    mid = handledCount(pool, label).then((handled) => ({ done: at, handled }));
+  }, (seconds * 1000) / 2);
+  let writerError: string | undefined;
+  const result = await writer.run(label, rate, seconds, (d) => {
+    done = d;
+    bar.update(d);
+  });
+  clearTimeout(midTimer);
+  if (result.run.firstError) writerError = `${result.run.failed} writes failed, first: ${result.run.firstError}`;
+  const handledEnd = await handledCount(pool, label);
+  const load = await window.end();
+  const eventLoopMs: Record<string, EventLoopDelay | undefined> = { writer: result.eventLoopMs };
+  for (const [name, p] of Object.entries(processes)) eventLoopMs[name] = await p.eventLoop().catch(() => undefined);
+  bar.done();
+  const committed = result.run.done;
+  const m = (await mid) ?? { done: 0, handled: 0 };
+  // The writer's progress is up to 100 ms old when the middle is read: a backlog is never below 0.
+  const backlogMid = Math.max(0, m.done - m.handled);
+  const backlogEnd = Math.max(0, committed - handledEnd);
+  const handled = await waitHandled(pool, label, committed, DRAIN_TIMEOUT_MS);
+  await sleep(1000);
+  const lat = await latency(pool, label);
+  if (handled < committed) {
+    // Past the knee: the next step starts on an empty pipeline, not on this one's backlog.
+    progress.note(`${label}: ${committed - handled} events still in the pipeline after ${DRAIN_TIMEOUT_MS / 1000} s; waiting up to ${SETTLE_TIMEOUT_MS / 1000} s more before the next step`);
+    await waitHandled(pool, label, committed, SETTLE_TIMEOUT_MS);
+  }
+  const reachedPerSec = round(committed / Math.max(0.001, result.run.seconds));
+  const outcome: StepOutcome = {
+    rate,
+    reachedPerSec,
+    missing: committed - handled,
+    backlogGrew: backlogGrew(backlogMid, backlogEnd, committed - m.done),
+    p99: lat.commitToHandledMs.p99,
+  };
+  return {
+    ...outcome,
+    ...lat,
+    seconds: round(result.run.seconds, 2),
+    committed,
+    reached: reached(outcome),
+    keptUp: keptUp(outcome),
+    handled,
+    handledInWindow: handledEnd,
+    backlogMid,
+    backlogEnd,
+    eventLoopMs,
+    cpuUsPerEvent: cpuPerEvent(load, handledEnd),
+    load,
+    ...(writerError ? { writerError } : {}),
+  };
 }

@@ -1,23 +1,43 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Partitioners, type Kafka } from 'kafkajs';
-import type { Pool } from 'pg';
+import type { Client, Pool } from 'pg';
 import { AVRO_CONTENT_TYPE, createCodec } from '../codec';
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
-import { PROJECT_ROOT } from '../stack/paths';
+import type { Logger } from '../log';
+import { startBenchRouter } from './cli-process';
+import { cpuPerEvent, startLoad, type Load, type LoadWindow } from './load';
+import { createBenchTables, type HandlerKind } from './pipeline';
 import { round } from './stats';
+import type { EventLoopDelay } from './writer-protocol';
+
+export interface RouterDrain {
+  handler: HandlerKind;
+  /** False: this router rejected the handler form (the batch API is not in it). */
+  supported: boolean;
+  reason?: string;
+  seconds: number;
+  startupSeconds: number;
+  eventsPerSecond: number;
+  rssMaxMb: number;
+  /** CPU per process group while it drained, and per event. */
+  load?: Load;
+  cpuUsPerEvent: Record<string, number>;
+  eventLoopMs?: EventLoopDelay;
+}
 
 export interface RouterThroughputRun {
   events: number;
   partitions: number;
+  lanes: number;
+  maxTransactionRecords: number;
   /** kafkajs eachBatch doing nothing with the records: the consume ceiling on this machine. */
   rawConsume: { seconds: number; eventsPerSecond: number };
-  /** `outbox router` (a separate process): decode, inbox row + handler's one-row insert, offsets. */
-  router: { seconds: number; startupSeconds: number; eventsPerSecond: number; rssMaxMb: number; lanes: number; maxTransactionRecords: number };
+  /** `outbox router` (a separate process) with the bench handler module, per-event then batch form. */
+  perEvent: RouterDrain;
+  batch: RouterDrain;
+  /** Per-event router ÷ raw consume. */
   ratio: number;
 }
 
@@ -29,29 +49,30 @@ export interface RouterThroughputOptions {
   lanes?: number;
   maxTransactionRecords?: number;
   onTick?(phase: string, done: number, total: number): void;
-  /** Topic, group and inbox consumer name (default benchrouter<time>); the bench puts its run id in it. */
-  name?: string;
-  /** The router child's pid, so CPU samples can tell it apart. */
-  onChild?(pid: number): void;
+  /** Topic, group and inbox consumer name prefix; the bench puts its run id in it. */
+  name: string;
+  dir: string;
+  admin?: Client;
+  log: Logger;
 }
 
 /**
- * Router throughput against raw consumption of the same topic in the same run (issue 4's target:
- * ratio ≥ 0.5 and ≥ 5,000 events/s; RSS ≤ 200 MB). The topic is filled first, then drained twice:
- * by a bare kafkajs consumer, and by the `outbox router` CLI as an operator runs it, with a handlers
- * module whose handler writes one row through ctx.tx. Its RSS is sampled from /proc while it runs.
+ * Router throughput against raw consumption of the same topic in the same run. The topic is filled
+ * first, then drained by a bare kafkajs consumer, then twice by the `outbox router` CLI as an operator
+ * runs it (each time a fresh consumer, so from the beginning), with the bench handlers module in its
+ * per-event form and in its batch form (BENCH_HANDLER=batch). A router without the batch API rejects
+ * the module: that drain is reported as not supported, not as a failure.
  */
 export async function measureRouterThroughput(options: RouterThroughputOptions): Promise<RouterThroughputRun> {
   const { config, pool, events } = options;
   const partitions = options.partitions ?? 4;
   const lanes = options.lanes ?? 1;
-  const maxTransactionRecords = options.maxTransactionRecords ?? 100;
-  const run = options.name ?? `benchrouter${Date.now().toString(36)}`;
+  const maxTransactionRecords = options.maxTransactionRecords ?? 50;
+  const run = options.name;
   const topic = `${run}.outbox.event.order`;
   const kafka = createKafka(config, { role: 'bench' });
   const admin = kafka.admin();
   await admin.connect();
-  const dir = mkdtempSync(join(tmpdir(), 'outbox-bench-router-'));
   try {
     await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
     await fill(kafka, config, topic, events, (n) => options.onTick?.('fill', n, events));
@@ -60,62 +81,82 @@ export async function measureRouterThroughput(options: RouterThroughputOptions):
     await drainRaw(kafka, topic, events, (n) => options.onTick?.('raw consume', n, events));
     const rawSeconds = (Date.now() - rawStarted) / 1000;
 
-    await pool.query('CREATE TABLE IF NOT EXISTS bench_effects (id uuid PRIMARY KEY, aggregate_id text NOT NULL, reason text NOT NULL)');
-    const handlers = join(dir, 'handlers.js');
-    writeFileSync(
-      handlers,
-      "module.exports = { order: { OrderCancelled: async (event, { tx }) => { await tx.query('INSERT INTO bench_effects (id, aggregate_id, reason) VALUES ($1, $2, $3)', [event.id, event.aggregateId, event.payload.reason]); } } };\n",
-    );
-    const { database } = config;
-    const child = spawn(
-      process.execPath,
-      [
-        join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-level', 'warn', '--log-format', 'json', 'router',
-        '--handlers', handlers, '--consumer', run, '--topics', `^${run}\\.outbox\\.event\\.`, '--metrics-port', '0',
-        '--partitions', String(partitions), '--lanes', String(lanes), '--max-transaction-records', String(maxTransactionRecords),
-      ],
-      {
-        env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '' },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      },
-    );
-    if (child.pid) options.onChild?.(child.pid);
-    let rssMax = 0;
-    const started = Date.now();
-    // Process start and group join are not throughput: the clock starts at the first handled event.
-    let first: { at: number; done: number } | undefined;
-    try {
-      for (;;) {
-        rssMax = Math.max(rssMax, rssOf(child.pid));
-        const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM bench_effects');
-        const done = Number(rows[0]?.n ?? 0);
-        if (!first && done > 0) first = { at: Date.now(), done };
-        options.onTick?.('router', done, events);
-        if (done >= events) break;
-        if (child.exitCode !== null) throw new Error(`bench: the router exited with code ${child.exitCode} before handling every event`);
-        if (Date.now() - started > 600_000) throw new Error(`bench: the router handled ${done} of ${events} events in 10 minutes`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
-    }
-    const ended = Date.now();
-    const routerSeconds = (ended - (first?.at ?? started)) / 1000;
+    await createBenchTables(pool);
+    const drain = (handler: HandlerKind) =>
+      drainWithRouter({ ...options, partitions, lanes, maxTransactionRecords, topic, handler, consumer: `${run}-${handler}` });
+    const perEvent = await drain('per-event');
+    const batch = await drain('batch');
     const rawRate = events / rawSeconds;
-    const routerRate = (events - (first?.done ?? 0)) / routerSeconds;
     return {
       events,
       partitions,
+      lanes,
+      maxTransactionRecords,
       rawConsume: { seconds: round(rawSeconds, 2), eventsPerSecond: round(rawRate) },
-      router: { seconds: round(routerSeconds, 2), startupSeconds: round(((first?.at ?? ended) - started) / 1000, 2), eventsPerSecond: round(routerRate), rssMaxMb: round(rssMax / 2 ** 20), lanes, maxTransactionRecords },
-      ratio: round(routerRate / rawRate, 3),
+      perEvent,
+      batch,
+      ratio: round(perEvent.eventsPerSecond / rawRate, 3),
     };
   } finally {
     await admin.deleteTopics({ topics: [topic] }).catch(() => {});
     await admin.disconnect();
-    await pool.query('DROP TABLE IF EXISTS bench_effects').catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
+    await pool.query('DROP TABLE IF EXISTS bench_handled, bench_written').catch(() => {});
+  }
+}
+
+async function drainWithRouter(
+  o: RouterThroughputOptions & { partitions: number; lanes: number; maxTransactionRecords: number; topic: string; handler: HandlerKind; consumer: string },
+): Promise<RouterDrain> {
+  const { pool, events } = o;
+  await pool.query('TRUNCATE bench_handled');
+  const router = startBenchRouter({
+    ...o,
+    topics: `^${o.topic.replace(/\./g, '\\.')}$`,
+    args: ['--partitions', String(o.partitions), '--lanes', String(o.lanes), '--max-transaction-records', String(o.maxTransactionRecords)],
+  });
+  const phase = `router (${o.handler})`;
+  let rssMax = 0;
+  const started = Date.now();
+  // Process start and group join are not throughput: the clock starts at the first handled event.
+  let first: { at: number; done: number; window: LoadWindow } | undefined;
+  let done = 0;
+  try {
+    for (;;) {
+      rssMax = Math.max(rssMax, rssOf(router.pid));
+      const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM bench_handled');
+      done = rows[0]?.n ?? 0;
+      if (!first && done > 0) {
+        await router.eventLoop().catch(() => undefined);
+        first = { at: Date.now(), done, window: await startLoad(o.admin, o.config.database.database) };
+      }
+      o.onTick?.(phase, done, events);
+      if (done >= events) break;
+      if (router.exitCode() !== null) {
+        const why = router.problems().slice(-2).join(' | ') || `exit code ${router.exitCode()}`;
+        if (!first && o.handler === 'batch') return { handler: o.handler, supported: false, reason: `not supported by this router: ${why}`, seconds: 0, startupSeconds: 0, eventsPerSecond: Number.NaN, rssMaxMb: 0, cpuUsPerEvent: {} };
+        throw new Error(`bench: the router (${o.handler}) exited before handling every event: ${why}`);
+      }
+      if (Date.now() - started > 600_000) throw new Error(`bench: the router (${o.handler}) handled ${done} of ${events} events in 10 minutes`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ended = Date.now();
+    const load = first ? await first.window.end() : undefined;
+    const eventLoopMs = await router.eventLoop().catch(() => undefined);
+    const seconds = (ended - (first?.at ?? started)) / 1000;
+    const counted = events - (first?.done ?? 0);
+    return {
+      handler: o.handler,
+      supported: true,
+      seconds: round(seconds, 2),
+      startupSeconds: round(((first?.at ?? ended) - started) / 1000, 2),
+      eventsPerSecond: round(counted / seconds),
+      rssMaxMb: round(rssMax / 2 ** 20),
+      ...(load ? { load } : {}),
+      cpuUsPerEvent: load ? cpuPerEvent(load, counted) : {},
+      ...(eventLoopMs ? { eventLoopMs } : {}),
+    };
+  } finally {
+    await router.stop();
   }
 }
 

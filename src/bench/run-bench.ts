@@ -1,6 +1,6 @@
-import { cpus } from 'node:os';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { createCodec, topicForReplacement } from '../codec';
 import { loadConfig, type OutboxConfig } from '../config';
@@ -10,19 +10,21 @@ import { createKafka } from '../kafka';
 import type { Logger } from '../log';
 import { createLogger } from '../log';
 import { createOutboxWriter } from '../producer';
-import { createRelay } from '../relay';
 import { createStack } from '../stack';
 import { measureWatchdog, type WatchdogMeasurement } from '../watchdog/measure';
 import { createBenchDatabase, type BenchDatabase } from './bench-db';
-import { childPids, startLoad, stackMemoryMb, type Load, type LoadWindow } from './load';
-import { measurePipeline, type PipelineRun } from './pipeline';
-import { createProgress } from './progress';
+import { chartSpec, renderChart, type ChartPoint } from './chart';
+import { startCliProcess, type CliProcess } from './cli-process';
+import { childPids, startLoad, stackMemoryMb, type Load } from './load';
+import { measurePipeline, type HandlerKind, type PipelineRun } from './pipeline';
+import { createProgress, type Progress } from './progress';
 import { measureRawKafka, type RawKafkaRun } from './raw-kafka';
 import { measureRouterThroughput, type RouterThroughputRun } from './router-throughput';
 import { round } from './stats';
 import { buildVerdicts } from './verdicts';
 import type { Verdict } from './targets';
 import { measureWriter, type WriterRun } from './writer-overhead';
+import type { WriterMode } from './writer-protocol';
 
 export { formatBench } from './format';
 
@@ -30,21 +32,30 @@ export const PARTS = ['writer', 'cdc', 'relay', 'raw', 'router', 'watchdog'] as 
 export type Part = (typeof PARTS)[number];
 
 export interface BenchOptions {
+  /** Length of each rate step of the latency curve, s. */
   seconds: number;
-  concurrency: number;
+  /** Warm-up at the first rate before each pipeline's curve (JIT), s. */
+  warmupSeconds: number;
+  /** Rates of the latency curve, events/s, in order. */
   rates: number[];
+  /** Rates tried beyond the list to find the sustained maximum. */
+  probes: number;
+  /** Writer-overhead run length (all modes, over 3 rounds), s. */
+  writerSeconds: number;
+  concurrency: number;
+  /** How the writer child writes: plain SQL (default) or createOutboxWriter. */
+  writerMode: WriterMode;
+  /** Connections of the writer child (events in flight at most). */
+  writerConnections: number;
+  /** The handler form the pipelines' router runs. */
+  handler: HandlerKind;
   only: Part[];
   output: string;
   log: Logger;
   /** Progress bars (a terminal) or one log line per second. */
   tty?: boolean;
-  /** Sustained-throughput run length; default 2 × seconds. */
-  sustainedSeconds?: number;
-  /** Concurrent writers and events per transaction in the sustained run. */
-  writers?: number;
-  eventsPerTransaction?: number;
   /** Events pre-filled for the router vs raw consume comparison. */
-  routerEvents?: number;
+  routerEvents: number;
 }
 
 export interface WriterResults {
@@ -58,16 +69,18 @@ export interface WriterResults {
 }
 
 export interface BenchResults {
-  machine: { cpus: number; node: string; when: string };
-  options: { seconds: number; rates: number[]; only: Part[]; concurrency: number; sustainedSeconds: number; writers: number; eventsPerTransaction: number; partitions: number };
+  machine: { cpus: number; node: string; when: string; loadavgStart: number[]; loadavgEnd?: number[] };
+  options: Omit<BenchOptions, 'log' | 'tty' | 'output'> & { partitions: number };
   writer?: WriterResults;
   cdc?: PipelineRun;
   relay?: PipelineRun & { settings: { workers: number; batchSize: number; pollIntervalMs: number } };
   raw?: RawKafkaRun & { load: Load };
-  router?: RouterThroughputRun & { load: Load };
+  router?: RouterThroughputRun;
   watchdog?: WatchdogMeasurement & { load: Load };
   /** PSS of the stack's processes at the end of the run. */
   stackMemory?: { totalMb: number; byGroup: Record<string, number> };
+  /** The latency-versus-rate chart (SVG), or why there is none. */
+  chart?: { file?: string; note?: string };
   /** Parts that failed, with the error: the rest of the run still reports. */
   errors: Partial<Record<Part, string>>;
   verdicts: Verdict[];
@@ -79,26 +92,27 @@ export interface BenchResults {
 const PARTITIONS = 4;
 
 /**
- * One run on the local stack, every part side by side (or the `only` subset): writer overhead, the CDC
- * and relay pipelines end to end (fixed rates and sustained), raw Kafka, the router CLI against raw
- * consumption, and the watchdog. Each part gets throw-away databases and topics named after the run,
- * all removed at the end, also when a part fails.
+ * One run on the local stack, every part side by side (or the `only` subset): writer overhead, the
+ * latency-versus-rate curve of the CDC and relay pipelines (writer, router and relay each in its own
+ * process), raw Kafka, the router CLI against raw consumption (per-event and batch handlers), and the
+ * watchdog. Each part gets throw-away databases and topics named after the run, all removed at the
+ * end, also when a part fails.
  */
 export async function runBench(options: BenchOptions): Promise<BenchResults> {
   const { log } = options;
   const started = Date.now();
   const only = new Set(options.only);
   const progress = createProgress({ tty: options.tty ?? false, log });
-  const sustainedSeconds = options.sustainedSeconds ?? options.seconds * 2;
-  const writers = options.writers ?? 4;
-  const eventsPerTransaction = options.eventsPerTransaction ?? 10;
   const runId = Date.now().toString(36);
   const cleanups: Array<{ what: string; run: () => Promise<unknown> }> = [];
+  const dir = mkdtempSync(join(tmpdir(), 'outbox-bench-'));
+  cleanups.push({ what: `directory ${dir}`, run: async () => rmSync(dir, { recursive: true, force: true }) });
   /** Set by SIGINT/SIGTERM: no further part starts. */
   let interrupted = false;
+  const { log: _log, tty: _tty, output: _output, ...recorded } = options;
   const results: BenchResults = {
-    machine: { cpus: cpus().length, node: process.version, when: new Date().toISOString() },
-    options: { seconds: options.seconds, rates: options.rates, only: [...only], concurrency: options.concurrency, sustainedSeconds, writers, eventsPerTransaction, partitions: PARTITIONS },
+    machine: { cpus: cpus().length, node: process.version, when: new Date().toISOString(), loadavgStart: loadavg().map((l) => round(l, 2)) },
+    options: { ...recorded, only: [...only], partitions: PARTITIONS },
     errors: {},
     verdicts: [],
     missed: [],
@@ -151,72 +165,44 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     const kafka = createKafka(base, { role: 'bench' });
 
     await part('writer', async () => {
-      const bench = await database('writer');
-      const { config, pool } = bench;
-      const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) });
-      const avro = createOutboxWriter({ outbox: config.outbox, codec });
-      const avroDelete = createOutboxWriter({ outbox: config.outbox, codec, deleteAfterInsert: true });
-      const json = createOutboxWriter({ outbox: config.outbox, codec, contentType: 'application/json' });
-      // Modes are interleaved over rounds and pooled, so drift in the machine's load (two cores shared
-      // with the whole stack) spreads over every mode instead of landing on whichever ran last.
-      const rounds = 3;
-      const runs: WriterRun[] = [];
-      const modes = [
-        ['orders only', undefined, 'statement'],
-        ['orders + outbox (Avro)', avro, 'statement'],
-        ['orders + outbox (Avro, same statement)', avro, 'same-statement'],
-        ['orders + outbox (Avro, insert-then-delete)', avroDelete, 'statement'],
-        ['orders + outbox (JSON)', json, 'statement'],
-      ] as const;
-      const window = await startLoad(admin, config.database.database);
-      const bar = progress.phase('writer overhead', rounds * modes.length, 'runs');
-      for (let r = 0; r < rounds; r++) {
-        for (const [index, [mode, writer, style]] of modes.entries()) {
-          const run = await measureWriter(pool, mode, writer, options.concurrency, options.seconds / rounds, undefined, style);
-          bar.update(r * modes.length + index + 1, { mode, 'tx/s': round(run.tps) });
-          const pooled = runs[index];
-          if (!pooled) runs[index] = run;
-          else runs[index] = { mode, transactions: pooled.transactions + run.transactions, seconds: pooled.seconds + run.seconds, tps: (pooled.transactions + run.transactions) / (pooled.seconds + run.seconds) };
-        }
-      }
-      bar.done();
-      const load = await window.end();
-      const baseTps = runs[0]?.tps ?? Number.NaN;
-      results.writer = {
-        concurrency: options.concurrency,
-        runs: runs.map((r) => ({ ...r, tps: round(r.tps), seconds: round(r.seconds) })),
-        ratio: round((runs[1]?.tps ?? Number.NaN) / baseTps, 3),
-        ratioSameStatement: round((runs[2]?.tps ?? Number.NaN) / baseTps, 3),
-        ratioDeleteAfterInsert: round((runs[3]?.tps ?? Number.NaN) / baseTps, 3),
-        target: 0.85,
-        load,
-      };
+      results.writer = await writerOverhead(await database('writer'), options, progress, admin);
       progress.note(`writer: ratio with outbox ${results.writer.ratio} (same statement ${results.writer.ratioSameStatement})`);
     });
 
-    const pipelineSettings = { rates: options.rates, seconds: options.seconds, sustainedSeconds, writers, eventsPerTransaction, admin, progress };
+    const curve = (pipeline: 'cdc' | 'relay', bench: BenchDatabase, prefix: string, others?: Record<string, CliProcess>) =>
+      measurePipeline({
+        pipeline,
+        config: bench.config,
+        pool: bench.pool,
+        admin,
+        dir,
+        consumer: `${prefix}-router`,
+        topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`),
+        partitions: PARTITIONS,
+        rates: options.rates,
+        seconds: options.seconds,
+        warmupSeconds: options.warmupSeconds,
+        probes: options.probes,
+        writerMode: options.writerMode,
+        connections: options.writerConnections,
+        handler: options.handler,
+        ...(others ? { others } : {}),
+        progress,
+        log,
+      });
 
     await part('cdc', async () => {
       const prefix = `bench${runId}cdc`;
       const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
       const bench = await database('cdc', { connector: { name: `outbox-bench-${runId}`, slotName: `outbox_bench_${runId}`, topicReplacement, topicPrefix: prefix } });
-      const { config, pool } = bench;
-      const topic = topicForReplacement(topicReplacement)('order');
-      await createTopic(kafka, topic);
+      const { config } = bench;
+      // Routed topics exist before the connector: broker timestamps (LogAppendTime), the bench's partitions.
+      await createTopic(kafka, topicForReplacement(topicReplacement)('order'));
       cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: once(() => deleteConnector(config, { dropSlot: true, force: true })) });
       const deployed = await deployConnector(config, { log: step });
       progress.note(`cdc: connector ${config.connector.name} ${deployed.action} and RUNNING`);
       await waitForSlot(admin as Client, config.connector.slotName, 60_000);
-      const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
-      results.cdc = await measurePipeline({
-        ...pipelineSettings,
-        pipeline: 'cdc',
-        consumer: `bench${runId}cdc-router`,
-        config,
-        pool,
-        writer: createOutboxWriter({ outbox: config.outbox, codec }),
-        topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`),
-      });
+      results.cdc = await curve('cdc', bench, prefix);
       // The connector and slot go now, not at the end: Debezium would otherwise keep working during the other parts.
       await cleanups.find((c) => c.what.startsWith('connector '))?.run();
     });
@@ -225,23 +211,13 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
       const prefix = `bench${runId}relay`;
       const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
       const bench = await database('relay', { connector: { topicReplacement } });
-      const { config, pool } = bench;
       await createTopic(kafka, topicForReplacement(topicReplacement)('order'));
-      const relay = createRelay({ config, settings: { topicPartitions: PARTITIONS }, logger: step });
-      await relay.start();
+      const relay = startCliProcess({ command: 'relay', args: [], config: bench.config, dir, log });
+      childPids.set(relay.pid, 'relay');
       try {
-        const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
-        const run = await measurePipeline({
-          ...pipelineSettings,
-          pipeline: 'relay',
-          consumer: `bench${runId}relay-router`,
-          config,
-          pool,
-          writer: createOutboxWriter({ outbox: config.outbox, codec }),
-          topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`),
-          relayQueries: () => relay.stats().queries,
-        });
-        const s = relay.settings;
+        await relay.healthy(60_000);
+        const run = await curve('relay', bench, prefix, { relay });
+        const s = bench.config.relay;
         results.relay = { ...run, settings: { workers: s.workers, batchSize: s.batchSize, pollIntervalMs: s.pollIntervalMs } };
       } finally {
         await relay.stop();
@@ -251,33 +227,31 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     await part('raw', async () => {
       const codec = createCodec({ registry: base.registry, autoRegister: true, topicFor: topicForReplacement(`bench${runId}raw.outbox.event.\${routedByValue}`) });
       const window = await startLoad();
-      const run = await measureRawKafka({ kafka, codec, topic: `bench${runId}raw.outbox.event.order`, partitions: PARTITIONS, seconds: Math.max(5, options.seconds), progress });
+      const run = await measureRawKafka({ kafka, codec, topic: `bench${runId}raw.outbox.event.order`, partitions: PARTITIONS, seconds: Math.max(5, Math.min(options.seconds, 10)), progress });
       results.raw = { ...run, load: await window.end() };
       progress.note(`raw kafka: ${run.eventsPerSecond} events/s produce -> consume`);
     });
 
     await part('router', async () => {
       const bench = await database('router');
-      const events = options.routerEvents ?? Math.max(5_000, 2_500 * options.seconds);
-      const bar = progress.phase('router vs raw consume', events * 3, 'records');
-      const phases = ['fill', 'raw consume', 'router'];
-      // CPU and database load while the router drains, not while the topic is filled.
-      let window: Promise<LoadWindow> | undefined;
+      const events = options.routerEvents;
+      const phases = ['fill', 'raw consume', 'router (per-event)', 'router (batch)'];
+      const bar = progress.phase('router vs raw consume', events * phases.length, 'records');
       const run = await measureRouterThroughput({
         config: bench.config,
         pool: bench.pool,
         events,
         partitions: PARTITIONS,
-        onTick: (phase, done) => {
-          if (phase === 'router' && !window) window = startLoad(admin, bench.config.database.database);
-          bar.update(Math.max(0, phases.indexOf(phase)) * events + done, { phase });
-        },
+        onTick: (phase, done) => bar.update(Math.max(0, phases.indexOf(phase)) * events + done, { phase }),
         name: `bench${runId}router`,
-        onChild: (pid) => childPids.add(pid),
+        dir,
+        admin,
+        log,
       });
       bar.done();
-      results.router = { ...run, load: await (await (window ?? startLoad())).end() };
-      progress.note(`router: ${run.router.eventsPerSecond} events/s vs raw ${run.rawConsume.eventsPerSecond} (ratio ${run.ratio}); RSS max ${run.router.rssMaxMb} MB`);
+      results.router = run;
+      const batch = run.batch.supported ? `${run.batch.eventsPerSecond} events/s` : run.batch.reason;
+      progress.note(`router: per-event ${run.perEvent.eventsPerSecond} events/s, batch ${batch}, raw ${run.rawConsume.eventsPerSecond} (ratio ${run.ratio})`);
     });
 
     await part('watchdog', async () => {
@@ -302,6 +276,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
 
     if (only.has('cdc') || only.has('relay') || only.has('router')) results.stackMemory = stackMemoryMb();
   } finally {
+    results.machine.loadavgEnd = loadavg().map((l) => round(l, 2));
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     for (const c of cleanups) {
@@ -318,15 +293,17 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     .filter((v) => v.pass === false)
     .map((v) => ({ id: v.id, what: v.what, value: v.value, target: `${v.target?.comparator} ${v.target?.value} ${v.unit}`, why: v.why ?? 'no explanation measured' }));
   mkdirSync(dirname(options.output), { recursive: true });
+  if (results.cdc || results.relay) results.chart = await drawChart(results, join(dirname(options.output), 'latency-vs-rate.svg'));
   writeFileSync(options.output, `${JSON.stringify(results, null, 2)}\n`);
   return results;
 }
 
+/** A bench topic stamped with broker time, so a record's timestamp is when Kafka appended it. */
 async function createTopic(kafka: ReturnType<typeof createKafka>, topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS }], waitForLeaders: true });
+    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] }], waitForLeaders: true });
   } finally {
     await admin.disconnect();
   }
@@ -367,4 +344,68 @@ function once<T>(fn: () => Promise<T>): () => Promise<T> {
       pending = undefined;
       throw error;
     }));
+}
+
+async function writerOverhead(bench: BenchDatabase, options: BenchOptions, progress: Progress, admin: Client | undefined): Promise<WriterResults> {
+  const { config, pool } = bench;
+  const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) });
+  const avro = createOutboxWriter({ outbox: config.outbox, codec });
+  const avroDelete = createOutboxWriter({ outbox: config.outbox, codec, deleteAfterInsert: true });
+  const json = createOutboxWriter({ outbox: config.outbox, codec, contentType: 'application/json' });
+  // Modes are interleaved over rounds and pooled, so drift in the machine's load (two cores shared
+  // with the whole stack) spreads over every mode instead of landing on whichever ran last.
+  const rounds = 3;
+  const runs: WriterRun[] = [];
+  const modes = [
+    ['orders only', undefined, 'statement'],
+    ['orders + outbox (Avro)', avro, 'statement'],
+    ['orders + outbox (Avro, same statement)', avro, 'same-statement'],
+    ['orders + outbox (Avro, insert-then-delete)', avroDelete, 'statement'],
+    ['orders + outbox (JSON)', json, 'statement'],
+  ] as const;
+  const window = await startLoad(admin, config.database.database);
+  const bar = progress.phase('writer overhead', rounds * modes.length, 'runs');
+  for (let r = 0; r < rounds; r++) {
+    for (const [index, [mode, writer, style]] of modes.entries()) {
+      const run = await measureWriter(pool, mode, writer, options.concurrency, options.writerSeconds / rounds, undefined, style);
+      bar.update(r * modes.length + index + 1, { mode, 'tx/s': round(run.tps) });
+      const pooled = runs[index];
+      if (!pooled) runs[index] = run;
+      else runs[index] = { mode, transactions: pooled.transactions + run.transactions, seconds: pooled.seconds + run.seconds, tps: (pooled.transactions + run.transactions) / (pooled.seconds + run.seconds) };
+    }
+  }
+  bar.done();
+  const load = await window.end();
+  const baseTps = runs[0]?.tps ?? Number.NaN;
+  return {
+    concurrency: options.concurrency,
+    runs: runs.map((r) => ({ ...r, tps: round(r.tps), seconds: round(r.seconds) })),
+    ratio: round((runs[1]?.tps ?? Number.NaN) / baseTps, 3),
+    ratioSameStatement: round((runs[2]?.tps ?? Number.NaN) / baseTps, 3),
+    ratioDeleteAfterInsert: round((runs[3]?.tps ?? Number.NaN) / baseTps, 3),
+    target: 0.85,
+    load,
+  };
+}
+
+/** The curve of each pipeline as an SVG beside results.json. */
+async function drawChart(results: BenchResults, file: string): Promise<{ file?: string; note?: string }> {
+  const pipelines = [
+    ['CDC', results.cdc],
+    ['relay', results.relay],
+  ] as const;
+  const points: ChartPoint[] = [];
+  const maxima: Array<{ pipeline: string; rate: number }> = [];
+  for (const [name, run] of pipelines) {
+    if (!run) continue;
+    for (const s of run.steps) points.push({ pipeline: name, rate: s.reachedPerSec, asked: s.rate, p50: s.commitToHandledMs.p50, p99: s.commitToHandledMs.p99 });
+    if (run.sustainedMax) maxima.push({ pipeline: name, rate: run.sustainedMax.rate });
+  }
+  const title = `commit → handled vs rate (${results.machine.when.slice(0, 10)}, ${results.machine.cpus} cores, ${results.cdc?.handler ?? results.relay?.handler} handler)`;
+  try {
+    const note = await renderChart(chartSpec({ title, points, maxima }), file);
+    return note ? { note } : { file };
+  } catch (error) {
+    return { note: `chart failed: ${(error as Error).message}` };
+  }
 }

@@ -1,10 +1,9 @@
-import type { PipelineRun, RateRun } from './pipeline';
+import { pipelineCpuPerEvent } from './load';
+import type { PipelineRun, StepRun } from './pipeline';
+import type { RouterThroughputRun } from './router-throughput';
 import type { BenchResults } from './run-bench';
-import { round } from './stats';
-import { cpuNote, TARGETS, verdict, type Verdict } from './targets';
-
-/** The rate the latency target (docs/bench.md) is stated at. */
-export const LATENCY_TARGET_RATE = 1000;
+import { cpuNote, LATENCY_TARGETS, SUSTAINED_P99_MS, TARGETS, verdict, type Verdict } from './targets';
+import type { EventLoopDelay } from './writer-protocol';
 
 /** Every figure of a run beside its target (or none), with a `why` for each one missed. Pure. */
 export function buildVerdicts(results: BenchResults): Verdict[] {
@@ -27,24 +26,10 @@ export function buildVerdicts(results: BenchResults): Verdict[] {
     ['cdc', results.cdc, 'CDC (Debezium)'],
     ['relay', results.relay, 'polling relay'],
   ] as const) {
-    if (run) out.push(...pipelineVerdicts(key, label, run, results.raw?.eventsPerSecond));
+    if (run) out.push(...pipelineVerdicts(key, label, run));
   }
   if (results.raw) out.push(verdict({ id: 'raw.eventsPerSecond', part: 'raw Kafka', what: 'kafkajs produce (acks=all) -> consume, same records', value: results.raw.eventsPerSecond, unit: 'events/s' }));
-  const r = results.router;
-  if (r) {
-    const ratio = verdict({ id: 'router.ratio', part: 'router vs raw consume', what: `router CLI with inbox / raw kafkajs consume (${r.events} records)`, value: r.ratio, unit: 'x', target: TARGETS.routerRatio });
-    if (ratio.pass === false) {
-      ratio.why =
-        `router ${r.router.eventsPerSecond} vs raw ${r.rawConsume.eventsPerSecond} events/s: each record is decoded and applied in an inbox transaction ` +
-        `(inbox row + handler row, up to ${r.router.maxTransactionRecords} records per transaction, ${r.router.lanes} lane(s)) while raw consume does nothing; ${cpuNote(r.load, 'progress polling only; the router is its own process')}`;
-    }
-    out.push(ratio);
-    out.push(verdict({ id: 'router.eventsPerSecond', part: 'router vs raw consume', what: 'router CLI events/s (raw consume beside it)', value: r.router.eventsPerSecond, unit: 'events/s' }));
-    out.push(verdict({ id: 'router.rawConsume', part: 'router vs raw consume', what: 'raw kafkajs consume of the same topic', value: r.rawConsume.eventsPerSecond, unit: 'events/s' }));
-    const rss = verdict({ id: 'router.rssMaxMb', part: 'router vs raw consume', what: 'router RSS at full rate (max)', value: r.router.rssMaxMb, unit: 'MB', target: TARGETS.routerRssMb });
-    if (rss.pass === false) rss.why = `peak RSS ${r.router.rssMaxMb} MB sampled from /proc while it drained ${r.events} records`;
-    out.push(rss);
-  }
+  if (results.router) out.push(...routerVerdicts(results.router));
   const wd = results.watchdog;
   if (wd) {
     const poll = verdict({ id: 'watchdog.pollMs', part: 'watchdog', what: `database time per poll, p95, ${wd.slots} slots (EXPLAIN ANALYZE)`, value: wd.serverMs.p95, unit: 'ms', target: TARGETS.watchdogPollMs });
@@ -65,49 +50,124 @@ export function buildVerdicts(results: BenchResults): Verdict[] {
   return out;
 }
 
-function pipelineVerdicts(key: 'cdc' | 'relay', label: string, run: PipelineRun, rawRate: number | undefined): Verdict[] {
+function routerVerdicts(r: RouterThroughputRun): Verdict[] {
+  const part = 'router vs raw consume';
+  const role = 'progress polling only; the router is its own process';
   const out: Verdict[] = [];
-  const role = key === 'cdc' ? 'writer + router' : 'writer + router + relay';
-  const part = `${label} end to end`;
-  for (const r of run.fixed) {
-    const targeted = r.rate === LATENCY_TARGET_RATE;
-    const p50 = verdict({ id: `${key}.latency${r.rate}.p50`, part, what: `@${r.rate}/s commit -> handled p50`, value: r.commitToHandledMs.p50 ?? Number.NaN, unit: 'ms', ...(targeted ? { target: TARGETS.latencyP50 } : {}) });
-    const p95 = verdict({ id: `${key}.latency${r.rate}.p95`, part, what: `@${r.rate}/s commit -> handled p95`, value: r.commitToHandledMs.p95 ?? Number.NaN, unit: 'ms' });
-    const p99 = verdict({ id: `${key}.latency${r.rate}.p99`, part, what: `@${r.rate}/s commit -> handled p99`, value: r.commitToHandledMs.p99 ?? Number.NaN, unit: 'ms', ...(targeted ? { target: TARGETS.latencyP99 } : {}) });
-    for (const v of [p50, p99]) if (v.pass === false) v.why = latencyWhy(key, r, v.id.endsWith('p50') ? 'p50' : 'p99', role);
-    out.push(p50, p95, p99);
-    out.push(verdict({ id: `${key}.latency${r.rate}.split`, part, what: `@${r.rate}/s p99 split: commit -> Kafka record | Kafka -> handled`, value: r.commitToKafkaMs.p99 ?? Number.NaN, unit: `ms | ${r.kafkaToHandledMs.p99} ms` }));
-    out.push(verdict({ id: `${key}.latency${r.rate}.handled`, part, what: `@${r.rate}/s handled of committed (reached ${r.committedPerSec}/s)`, value: r.handled, unit: `of ${r.committed}` }));
-    out.push(verdict({ id: `${key}.load${r.rate}.dbXact`, part, what: `@${r.rate}/s DB transactions/s, all clients (writer's own)`, value: r.load.dbXactPerSec ?? Number.NaN, unit: `xact/s (${r.writerXactPerSec})` }));
-    if (r.relayStatementsPerSec !== undefined) out.push(verdict({ id: `${key}.load${r.rate}.relayStatements`, part, what: `@${r.rate}/s relay statements/s (stats().queries)`, value: r.relayStatementsPerSec, unit: 'stmt/s' }));
+  const ratio = verdict({ id: 'router.ratio', part, what: `router CLI per-event handler / raw kafkajs consume (${r.events} records)`, value: r.ratio, unit: 'x', target: TARGETS.routerRatio });
+  if (ratio.pass === false) {
+    ratio.why =
+      `router ${r.perEvent.eventsPerSecond} vs raw ${r.rawConsume.eventsPerSecond} events/s: each record is decoded and applied in an inbox transaction ` +
+      `(inbox row + handler row, up to ${r.maxTransactionRecords} records per transaction, ${r.lanes} lane(s)) while raw consume does nothing; ${cpuNote(r.perEvent.load, role, r.perEvent.cpuUsPerEvent)}`;
   }
-  const s = run.sustained;
-  if (s) {
-    const t = verdict({ id: `${key}.sustained`, part, what: `sustained handled/s, steady window (${s.writers} writers x ${s.eventsPerTransaction} events/tx)`, value: s.steady.handledPerSec, unit: 'events/s', target: TARGETS.throughput });
-    if (t.pass === false) {
-      const side = s.steady.backlogGrew
-        ? `the pipeline fell behind: writers committed ${s.steady.committedPerSec}/s, backlog grew ${s.steady.backlogStart} -> ${s.steady.backlogEnd}; ` +
-          `events of the window waited p50 ${s.steady.commitToKafkaP50Ms} ms commit -> Kafka (${key === 'cdc' ? 'Debezium' : 'relay'}) and ${s.steady.kafkaToHandledP50Ms} ms Kafka -> handled (router)`
-        : `the writers were the limit: they committed ${s.steady.committedPerSec}/s and the pipeline kept up (backlog ${s.steady.backlogStart} -> ${s.steady.backlogEnd})`;
-      const drain = Number.isFinite(s.overall.drainPerSec) ? `; once the writers stopped, the backlog drained at ${s.overall.drainPerSec}/s (no writers competing for the CPU)` : '';
-      t.why = `${side}${drain}; ${cpuNote(s.load, role)}`;
+  out.push(ratio);
+  out.push(verdict({ id: 'router.perEvent', part, what: 'router CLI drain, per-event handler (one-row effect)', value: r.perEvent.eventsPerSecond, unit: 'events/s' }));
+  const batch = verdict({ id: 'router.batch', part, what: 'router CLI drain, batch handler (one INSERT per chunk)', value: r.batch.supported ? r.batch.eventsPerSecond : Number.NaN, unit: 'events/s', target: TARGETS.routerBatchDrain });
+  if (batch.pass === false) {
+    batch.why = r.batch.supported
+      ? `per-event ${r.perEvent.eventsPerSecond} events/s beside it; ${cpuNote(r.batch.load, role, r.batch.cpuUsPerEvent)}`
+      : (r.batch.reason ?? 'not supported by this router');
+  }
+  out.push(batch);
+  out.push(verdict({ id: 'router.rawConsume', part, what: 'raw kafkajs consume of the same topic', value: r.rawConsume.eventsPerSecond, unit: 'events/s' }));
+  const rssMax = Math.max(r.perEvent.rssMaxMb, r.batch.rssMaxMb);
+  const rss = verdict({ id: 'router.rssMaxMb', part, what: 'router RSS at full rate (max of both drains)', value: rssMax, unit: 'MB', target: TARGETS.routerRssMb });
+  if (rss.pass === false) rss.why = `peak RSS ${rssMax} MB sampled from /proc while it drained ${r.events} records`;
+  out.push(rss);
+  return out;
+}
+
+const fmtLoop = (l: EventLoopDelay | undefined) => (l ? `${l.p99}` : 'n/a');
+
+function pipelineVerdicts(key: 'cdc' | 'relay', label: string, run: PipelineRun): Verdict[] {
+  const out: Verdict[] = [];
+  const part = `${label} end to end`;
+  const byRate = new Map(run.steps.map((s) => [s.rate, s]));
+  const targets = LATENCY_TARGETS.filter((t) => t.pipeline === key);
+  const rates = [...new Set([...run.steps.map((s) => s.rate), ...targets.map((t) => t.rate)])].sort((a, b) => a - b);
+  for (const rate of rates) {
+    const s = byRate.get(rate);
+    const t = targets.find((x) => x.rate === rate);
+    if (!s) {
+      // A targeted rate the curve never reached: past the knee below it.
+      if (t && run.steps.some((x) => x.rate < rate && !x.keptUp)) out.push(verdict({ id: `${key}.latency${rate}.p99`, part, what: `@${rate}/s commit -> handled p99`, value: Number.NaN, unit: 'ms', target: { comparator: '<=', value: t.p99 }, why: notMeasuredWhy(run, rate) } as Omit<Verdict, 'pass'>));
+      continue;
     }
-    out.push(t);
-    out.push(verdict({ id: `${key}.sustained.committed`, part, what: 'sustained committed/s, same window (backlog start -> end)', value: s.steady.committedPerSec, unit: `events/s (${s.steady.backlogStart} -> ${s.steady.backlogEnd})` }));
-    out.push(verdict({ id: `${key}.sustained.overall`, part, what: `first commit -> last handled incl. drain (${s.overall.drainSeconds} s drain)`, value: s.overall.handledPerSec, unit: 'events/s' }));
-    out.push(verdict({ id: `${key}.sustained.drain`, part, what: 'backlog drain after the writers stopped', value: s.overall.drainPerSec, unit: 'events/s' }));
-    if (rawRate) out.push(verdict({ id: `${key}.sustained.ratioToRaw`, part, what: 'sustained handled/s as a ratio of raw Kafka produce -> consume', value: round(s.steady.handledPerSec / rawRate, 3), unit: 'x' }));
-    out.push(verdict({ id: `${key}.sustained.dbXact`, part, what: "sustained DB transactions/s, all clients (writers' own)", value: s.load.dbXactPerSec ?? Number.NaN, unit: `xact/s (${s.writerXactPerSec})` }));
-    if (s.relayStatementsPerSec !== undefined) out.push(verdict({ id: `${key}.sustained.relayStatements`, part, what: 'sustained relay statements/s (stats().queries)', value: s.relayStatementsPerSec, unit: 'stmt/s' }));
+    out.push(...stepVerdicts(key, part, s, t));
+  }
+  const max = run.sustainedMax;
+  const at = max ? byRate.get(max.rate) : undefined;
+  const flat = Boolean(at && !at.backlogGrew && at.commitToHandledMs.p99 <= SUSTAINED_P99_MS);
+  const t = verdict({
+    id: `${key}.sustained`,
+    part,
+    what: `sustained maximum: highest rate kept up (flat backlog, all handled, p99 ≤ 1 s)${max?.lowerBound ? '; a lower bound: nothing above it failed' : ''}`,
+    value: max?.rate ?? 0,
+    unit: 'events/s',
+    target: TARGETS.throughput,
+  });
+  if (t.pass === false) t.why = sustainedWhy(key, run);
+  out.push(t);
+  const held = byRate.get(TARGETS.throughput.value);
+  if (held) {
+    const v = verdict({ id: `${key}.sustained.p99`, part, what: `@${held.rate}/s: backlog flat and p99 ≤ ${SUSTAINED_P99_MS} ms`, value: flat && max && max.rate >= held.rate ? 1 : 0, unit: `(p99 ${held.commitToHandledMs.p99} ms, backlog ${held.backlogMid} -> ${held.backlogEnd})`, target: { comparator: '>=', value: 1, text: 'yes' } });
+    if (v.pass === false) v.why = sustainedWhy(key, run);
+    out.push(v);
   }
   return out;
 }
 
-function latencyWhy(key: 'cdc' | 'relay', r: RateRun, p: 'p50' | 'p99', role: string): string {
+function stepVerdicts(key: 'cdc' | 'relay', part: string, s: StepRun, t: (typeof LATENCY_TARGETS)[number] | undefined): Verdict[] {
+  const out: Verdict[] = [];
+  const r = s.rate;
+  const unreached = s.reached ? '' : ` (writer reached only ${s.reachedPerSec}/s: not reported)`;
+  const value = (v: number) => (s.reached ? v : Number.NaN);
+  const p50 = verdict({ id: `${key}.latency${r}.p50`, part, what: `@${r}/s commit -> handled p50 (DB clock)${unreached}`, value: value(s.commitToHandledMs.p50), unit: 'ms', ...(t?.p50 !== undefined ? { target: { comparator: '<=', value: t.p50 } } : {}) });
+  const p99 = verdict({ id: `${key}.latency${r}.p99`, part, what: `@${r}/s commit -> handled p99 (DB clock)${unreached}`, value: value(s.commitToHandledMs.p99), unit: 'ms', ...(t ? { target: { comparator: '<=', value: t.p99 } } : {}) });
+  for (const v of [p50, p99]) if (v.pass === false) v.why = latencyWhy(key, s, v.id.endsWith('p50') ? 'p50' : 'p99');
+  out.push(p50, p99);
+  out.push(verdict({ id: `${key}.latency${r}.split`, part, what: `@${r}/s p99 split: commit -> Kafka (broker time) | Kafka -> handled`, value: s.commitToKafkaMs.p99, unit: `ms | ${s.kafkaToHandledMs.p99} ms` }));
+  out.push(verdict({ id: `${key}.latency${r}.handled`, part, what: `@${r}/s reached rate; handled of committed; backlog mid -> end`, value: s.reachedPerSec, unit: `/s; ${s.handled} of ${s.committed}; ${s.backlogMid} -> ${s.backlogEnd}${s.keptUp ? '' : ' (past the knee)'}` }));
+  const loops = s.eventLoopMs;
+  out.push(verdict({ id: `${key}.latency${r}.eventLoop`, part, what: `@${r}/s event-loop delay p99, router | writer${key === 'relay' ? ' | relay' : ''}`, value: loops.router?.p99 ?? Number.NaN, unit: `ms | ${fmtLoop(loops.writer)}${key === 'relay' ? ` | ${fmtLoop(loops.relay)}` : ''} ms` }));
+  out.push(verdict({ id: `${key}.cpu${r}`, part, what: `@${r}/s CPU per event handled, the pipeline's processes (by process: the CPU table)`, value: pipelineCpuPerEvent(s.cpuUsPerEvent), unit: 'µs' }));
+  return out;
+}
+
+function notMeasuredWhy(run: PipelineRun, rate: number): string {
+  const below = run.steps.filter((s) => s.rate < rate && !s.keptUp).sort((a, b) => a.rate - b.rate)[0];
+  if (!below) return `not measured: ${rate}/s was not in --rates`;
+  return `not measured: the pipeline was already past the knee at ${below.rate}/s (${stepState(below)})`;
+}
+
+function stepState(s: StepRun): string {
+  const bits: string[] = [];
+  if (!s.reached) bits.push(`the writer reached only ${s.reachedPerSec}/s`);
+  if (s.backlogGrew) bits.push(`the backlog grew ${s.backlogMid} -> ${s.backlogEnd}`);
+  if (s.missing > 0) bits.push(`${s.missing} events not handled within 60 s`);
+  bits.push(`p99 ${s.commitToHandledMs.p99} ms`);
+  if (s.writerError) bits.push(s.writerError);
+  return bits.join(', ');
+}
+
+function sustainedWhy(key: 'cdc' | 'relay', run: PipelineRun): string {
+  const failed = run.steps.filter((s) => !s.keptUp).sort((a, b) => a.rate - b.rate)[0];
+  if (!failed) return `every rate measured kept up; the search stopped at ${Math.max(0, ...run.steps.map((s) => s.rate))}/s (--rates / --probes)`;
+  const where = Number.isFinite(failed.commitToKafkaMs.p99)
+    ? `; its p99 split: commit -> Kafka ${failed.commitToKafkaMs.p99} ms (${key === 'cdc' ? 'Debezium + Connect' : 'relay'}) | Kafka -> handled ${failed.kafkaToHandledMs.p99} ms (router)`
+    : '';
+  return `first rate past the knee: ${failed.rate}/s (${stepState(failed)})${where}; ${cpuNote(failed.load, 'measuring only', failed.cpuUsPerEvent)}`;
+}
+
+function latencyWhy(key: 'cdc' | 'relay', s: StepRun, p: 'p50' | 'p99'): string {
   const source = key === 'cdc' ? 'Debezium poll + Connect producer' : 'relay poll interval + claim transaction';
-  const parts = [`${p} splits into commit -> Kafka ${r.commitToKafkaMs[p]} ms (${source}) and Kafka -> handled ${r.kafkaToHandledMs[p]} ms (router fetch + inbox transaction; the router's inbox transactions took p50 ${r.routerTransactionMs?.p50} / p99 ${r.routerTransactionMs?.p99} ms)`];
-  if (r.committedPerSec < 0.95 * r.rate) parts.push(`the writer reached only ${r.committedPerSec} of ${r.rate} commits/s`);
-  if (r.missing > 0) parts.push(`${r.missing} events were not handled within 30 s`);
-  parts.push(cpuNote(r.load, role));
+  const parts = [
+    `${p} ${s.commitToHandledMs[p]} ms splits into commit -> Kafka ${s.commitToKafkaMs[p]} ms (${source}) and Kafka -> handled ${s.kafkaToHandledMs[p]} ms (router fetch + inbox transaction)`,
+  ];
+  if (!s.reached) parts.push(`the writer reached only ${s.reachedPerSec} of ${s.rate} events/s${s.writerError ? ` (${s.writerError})` : ''}`);
+  if (s.backlogGrew) parts.push(`the backlog grew ${s.backlogMid} -> ${s.backlogEnd}`);
+  if (s.missing > 0) parts.push(`${s.missing} events were not handled within 60 s`);
+  if (s.eventLoopMs.router) parts.push(`router event-loop delay p99 ${s.eventLoopMs.router.p99} ms`);
+  parts.push(cpuNote(s.load, 'measuring only', s.cpuUsPerEvent));
   return parts.join('; ');
 }

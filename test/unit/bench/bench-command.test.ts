@@ -1,4 +1,4 @@
-import { benchCommand } from '../../../src/cli/bench-command';
+import { benchCommand, benchSettings, QUICK } from '../../../src/cli/bench-command';
 
 describe('outbox bench: argument checks (before anything runs)', () => {
   let stderr: jest.SpyInstance;
@@ -21,6 +21,19 @@ describe('outbox bench: argument checks (before anything runs)', () => {
     expect(process.exitCode).toBe(2);
     await benchCommand().parseAsync(['--rates', '500,abc'], { from: 'user' });
     expect(process.exitCode).toBe(2);
-    expect(String(stderr.mock.calls[1]?.[0])).toContain('--rates must be a positive integer, got NaN');
+    expect(String(stderr.mock.calls[1]?.[0])).toContain('--rates must be a whole number ≥ 1, got NaN');
+  });
+
+  it('--quick shortens every length that was not given explicitly', () => {
+    const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handler: 'per-event' as const, writerSeconds: 9, concurrency: 8, routerEvents: 20000, output: 'x' };
+    const quick = benchSettings(flags, (key) => key !== 'seconds');
+    expect(quick).toMatchObject({ seconds: 15, warmupSeconds: QUICK.warmupSeconds, rates: [...QUICK.rates], probes: 0, routerEvents: QUICK.routerEvents });
+    expect(benchSettings({ ...flags, quick: false }, () => true)).toMatchObject({ seconds: 15, rates: [100, 200] });
+    expect(benchSettings({ ...flags, warmupSeconds: -1 }, () => false)).toBe('--warmup-seconds must be a whole number ≥ 0, got -1');
+  });
+
+  it('--help names every flag', () => {
+    const help = benchCommand().helpInformation();
+    for (const flag of ['--only', '--quick', '--seconds', '--warmup-seconds', '--rates', '--probes', '--writer-mode', '--writer-connections', '--handler', '--writer-seconds', '--concurrency', '--router-events', '--output']) expect(help).toContain(flag);
   });
 });

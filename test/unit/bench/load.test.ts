@@ -23,7 +23,7 @@ describe('classifyProcess', () => {
     expect(classifyProcess('java', '/usr/bin/java -jar apicurio-registry/quarkus-run.jar', 3, 99)).toBe('registry');
     expect(classifyProcess('postgres', 'postgres: app 127.0.0.1 idle', 4, 99)).toBe('postgres');
     expect(classifyProcess('node', 'node dist/cli/main.js bench', 99, 99)).toBe('benchNode');
-    expect(classifyProcess('node', 'node dist/cli/main.js router', 5, 99, new Set([5]))).toBe('routerChild');
+    expect(classifyProcess('node', 'node dist/cli/main.js router', 5, 99, new Map([[5, 'router']]))).toBe('router');
     expect(classifyProcess('node', 'node jest', 6, 99)).toBe('otherNode');
     expect(classifyProcess('bash', 'bash', 7, 99)).toBe('other');
   });
