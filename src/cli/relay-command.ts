@@ -13,6 +13,7 @@ interface RelayFlags {
   batchSize?: string;
   maxBatchBytes?: string;
   pollIntervalMs?: string;
+  minPollIntervalMs?: string;
   retentionMs?: string;
   metricsPort?: string;
   metricsHost?: string;
@@ -24,6 +25,7 @@ const NUMERIC_FLAGS: Array<[Exclude<keyof RelayFlags, 'notify'>, keyof RelayConf
   ['batchSize', 'batchSize', '--batch-size', 'a whole number of rows from 1, e.g. --batch-size 500'],
   ['maxBatchBytes', 'maxBatchBytes', '--max-batch-bytes', 'a whole number of bytes from 1, e.g. --max-batch-bytes 16777216 (16 MiB)'],
   ['pollIntervalMs', 'pollIntervalMs', '--poll-interval-ms', 'milliseconds from 1, e.g. --poll-interval-ms 100'],
+  ['minPollIntervalMs', 'minPollIntervalMs', '--min-poll-interval-ms', 'milliseconds from 0, e.g. --min-poll-interval-ms 5'],
   ['retentionMs', 'retentionMs', '--retention-ms', 'milliseconds from 0, e.g. --retention-ms 86400000 (one day)'],
   ['metricsPort', 'metricsPort', '--metrics-port', 'a TCP port from 0 (any free port) to 65535'],
 ];
@@ -57,6 +59,7 @@ export function relayCommand(): Command {
     .option('--batch-size <n>', 'rows claimed per transaction (default: relay.batchSize, 500)')
     .option('--max-batch-bytes <n>', 'payload and header bytes claimed per transaction, at least one row (default: relay.maxBatchBytes, 16 MiB)')
     .option('--poll-interval-ms <ms>', 'wait between polls when idle (default: relay.pollIntervalMs, 100)')
+    .option('--min-poll-interval-ms <ms>', 'wait after a claim that found rows; each empty claim doubles it up to the poll interval (default: relay.minPollIntervalMs, 5)')
     .option('--notify', 'wake on LISTEN/NOTIFY, polling only as the fallback; needs the trigger db:provision makes with relay.notify (default: relay.notify, off)')
     .option('--retention-ms <ms>', 'keep published rows this long before deleting them (default: relay.retentionMs, one day)')
     .option('--metrics-port <port>', '/metrics and /healthz port, 0 for any free port (default: relay.metricsPort, 9466)')

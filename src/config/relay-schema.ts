@@ -29,6 +29,11 @@ export const relaySchema = z
     /** Wait between polls when a shard had less than a full batch; a full batch polls again at once. */
     pollIntervalMs: positiveInt(60_000).default(100),
     /**
+     * Wait after a claim that found rows but not a full batch: more are likely on their way, so the shard
+     * polls again soon. Each empty claim doubles the wait, up to pollIntervalMs. 0: poll again at once.
+     */
+    minPollIntervalMs: z.number().int().min(0).max(60_000).default(5),
+    /**
      * Wake on LISTEN/NOTIFY instead of waiting out the poll interval. `db:provision` with this on adds a
      * statement-level trigger to the outbox that sends one NOTIFY per inserting transaction, and the relay
      * LISTENs on a dedicated connection; polling stays the fallback. Off by default: CDC-only deployments
@@ -64,6 +69,7 @@ export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'], type: 'number' },
   { env: 'OUTBOX_RELAY_MAX_BATCH_BYTES', path: ['relay', 'maxBatchBytes'], type: 'number' },
   { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_RELAY_MIN_POLL_INTERVAL_MS', path: ['relay', 'minPollIntervalMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_NOTIFY', path: ['relay', 'notify'], type: 'boolean' },
   { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },

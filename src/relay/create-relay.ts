@@ -17,6 +17,7 @@ import { buildRelaySql, lockNamespaces } from './sql';
 import type { RelayEventListener, RelayEventName, RelayStats } from './types';
 import { createListener, type Listener } from './listen';
 import { NOTIFY_TRIGGER, createWakeSignal, relayChannel } from './wake';
+import { nextPollWait } from './poll-wait';
 
 /** Bytes per send: well under Kafka's default 1 MiB record-batch limit; a larger record goes alone. */
 const CHUNK_BYTES = 512 * 1024;
@@ -237,6 +238,8 @@ export function createRelay(options: RelayOptions): Relay {
     let sendFailures = 0;
     const signal = abort.signal;
     let idle = false;
+    /** The last idle wait: claims that find rows shorten it, empty ones double it (nextPollWait). */
+    let pollWait = settings.pollIntervalMs;
     while (!signal.aborted) {
       let wait = settings.pollIntervalMs;
       let wakeable = true;
@@ -245,11 +248,14 @@ export function createRelay(options: RelayOptions): Relay {
         idle = claimed === 0;
         dbFailures = 0;
         sendFailures = allFailed ? sendFailures + 1 : 0;
-        // Busy: go again at once. Every key failed: the broker is likely down, back off the whole shard.
+        // Every key failed: the broker is likely down, back off the whole shard.
         if (allFailed) {
           wait = backoffDelay(sendFailures, backoff, random);
           wakeable = false;
-        } else if (full) continue;
+        } else {
+          wait = pollWait = nextPollWait(pollWait, { claimed, full }, settings);
+          if (wait === 0) continue;
+        }
       } catch (error) {
         dbFailures++;
         stats.dbErrors++;
