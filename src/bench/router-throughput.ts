@@ -67,7 +67,7 @@ export async function measureRouterThroughput(options: RouterThroughputOptions):
   const { config, pool, events } = options;
   const partitions = options.partitions ?? 4;
   const lanes = options.lanes ?? 1;
-  const maxTransactionRecords = options.maxTransactionRecords ?? 50;
+  const maxTransactionRecords = options.maxTransactionRecords ?? 500; // the router's default (maxTransactionRecords)
   const run = options.name;
   const topic = `${run}.outbox.event.order`;
   const kafka = createKafka(config, { role: 'bench' });

@@ -100,7 +100,7 @@ export function routerCommand(): Command {
     .option('--topics <regex>', 'routed topics to consume, a regular expression (new matching topics are picked up while running)', DEFAULT_TOPICS.source)
     .addOption(new Option('--partitions <n>', 'partitions handled at once').default(4).argParser(positiveInt('--partitions')))
     .addOption(new Option('--lanes <n>', 'parallel lanes per partition (by key hash; each key stays in order)').default(1).argParser(positiveInt('--lanes')))
-    .addOption(new Option('--max-transaction-records <n>', 'consecutive records applied in one inbox transaction').default(50).argParser(positiveInt('--max-transaction-records')))
+    .addOption(new Option('--max-transaction-records <n>', 'consecutive records applied in one inbox transaction').default(500).argParser(positiveInt('--max-transaction-records')))
     .option('--block <aggregateTypes...>', "aggregate types whose failing records hold their partition (retried forever) instead of being dead-lettered")
     .addOption(new Option('--unknown-event-type <action>', 'an event type with no handler: dead-letter, skip (counted), or block its partition').choices([...UNKNOWN_EVENT_TYPE_POLICIES]).default('dead-letter'))
     .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable)').argParser(unknownEventTypeFor).default({}, 'none'))

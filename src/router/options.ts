@@ -66,7 +66,7 @@ const settingsSchema = z
      */
     lanes: z.number().int().min(1).max(64).default(1),
     /** Consecutive records applied in one inbox transaction (a failing one splits the chunk). 1 = one per record. */
-    maxTransactionRecords: z.number().int().min(1).max(1_000).default(50),
+    maxTransactionRecords: z.number().int().min(1).max(1_000).default(500),
     /** What to do with a record still failing after maxAttempts, per aggregate type (default: defaultPolicy). */
     policies: z.record(z.string(), z.enum(['dead-letter', 'block'])).default({}),
     defaultPolicy: z.enum(['dead-letter', 'block']).default('dead-letter'),

@@ -29,7 +29,7 @@ describe('resolveSettings', () => {
       fromBeginning: true,
       poolSize: 6,
       lanes: 1,
-      maxTransactionRecords: 50,
+      maxTransactionRecords: 500,
       policies: {},
       defaultPolicy: 'dead-letter',
       unknownEventType: 'dead-letter',
