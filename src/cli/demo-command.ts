@@ -26,7 +26,7 @@ export function demoCommand(): Command {
     .addOption(new Option('--rollback-share <x>', 'share of transactions rolled back on purpose').default(0.1).argParser(positive('--rollback-share', 0.5)))
     .addOption(
       new Option('--warmup-seconds <s>', 'unmeasured orders at --rate first, so a cold stack reports what a warm one does (0 skips)')
-        .default(5)
+        .default(20)
         .argParser((value: string) => (value.trim() === '0' ? 0 : positive('--warmup-seconds', 600)(value))),
     )
     .option('--keep', 'leave the stack running at the end (it always stays up if it was running before)', false)

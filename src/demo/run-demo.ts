@@ -32,7 +32,7 @@ export interface DemoOptions {
   /** Gives up waiting for the last events after this long. */
   drainTimeoutMs?: number;
   /**
-   * Seconds of unmeasured orders at `rate` before the measured ones (default 5): the JVMs' JIT, Connect's
+   * Seconds of unmeasured orders at `rate` before the measured ones (default 20): the JVMs' JIT, Connect's
    * producer, the router's group and the database's caches warm up on them, so a first run on a cold stack
    * reports the same percentiles as a warm one. 0 skips the warm-up.
    */
@@ -243,7 +243,7 @@ async function pipelineReady(pool: Pool, router: { health(): { joined: boolean }
  * They are counted apart and excluded from the summary's counts and percentiles.
  */
 async function warmUp(pool: Pool, writer: ReturnType<typeof createOutboxWriter>, options: DemoOptions): Promise<{ events: number; handled: number }> {
-  const events = Math.round((options.warmupSeconds ?? 5) * options.rate);
+  const events = Math.round((options.warmupSeconds ?? 20) * options.rate);
   if (events <= 0) return { events: 0, handled: 0 };
   options.log.info(`warming up: ${events} unmeasured orders at ${options.rate}/s`);
   const { committed } = await writeOrders(pool, writer, { ...options, events, rollbackShare: 0, progress: undefined });
