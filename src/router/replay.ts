@@ -140,11 +140,19 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
  * Reads each partition from its start up to the end recorded before reading (new dead letters wait for
  * the next replay), handing each record to `each` in partition order before fetching more. Gives up
  * (DLQ_UNAVAILABLE) when no record arrived for `timeoutMs`: a broker problem, not a large topic.
+ *
+ * The consumer is only disconnected once `run()` has returned, i.e. its group join finished or crashed:
+ * kafkajs's `stop()` does nothing to a runner still joining, so a disconnect during the join would let
+ * the join go on over closed connections, crash with a retriable error and be restarted by kafkajs (a
+ * consumer left running after the replay returned). And once the replay is closing, a crash is never
+ * restarted (`restartOnFailure`); before that, kafkajs restarts a retriable crash as usual.
  */
 async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>, timeoutMs: number, each: (partition: number, message: KafkaMessage) => Promise<void>): Promise<void> {
   const groupId = `outbox-dlq-replay-${randomUUID()}`;
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+  let closing = false;
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, retry: { retries: 5, restartOnFailure: async () => !closing } });
   const remaining = new Set(ends.keys());
+  let running: Promise<void> | undefined;
   await consumer.connect();
   try {
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
@@ -164,36 +172,37 @@ async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>,
         );
       };
       arm();
-      consumer
-        .run({
-          autoCommit: false,
-          eachBatch: async ({ batch, heartbeat }) => {
-            const end = ends.get(batch.partition);
-            if (end === undefined || failed || !remaining.has(batch.partition)) return;
-            arm();
-            try {
-              for (const message of batch.messages) {
-                if (BigInt(message.offset) >= end) break;
-                await each(batch.partition, message);
-                if (failed) return;
-                arm();
-                await heartbeat();
-              }
-            } catch (error) {
-              fail(error);
-              return;
+      running = consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch, heartbeat }) => {
+          const end = ends.get(batch.partition);
+          if (end === undefined || failed || !remaining.has(batch.partition)) return;
+          arm();
+          try {
+            for (const message of batch.messages) {
+              if (BigInt(message.offset) >= end) break;
+              await each(batch.partition, message);
+              if (failed) return;
+              arm();
+              await heartbeat();
             }
-            // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
-            if (BigInt(batch.messages.at(-1)?.offset ?? '-1') >= end - 1n) remaining.delete(batch.partition);
-            if (remaining.size === 0) {
-              clearTimeout(timer);
-              resolve();
-            }
-          },
-        })
-        .catch(fail);
+          } catch (error) {
+            fail(error);
+            return;
+          }
+          // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
+          if (BigInt(batch.messages.at(-1)?.offset ?? '-1') >= end - 1n) remaining.delete(batch.partition);
+          if (remaining.size === 0) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+      running.catch(fail);
     });
   } finally {
+    closing = true;
+    await running?.catch(() => {});
     await consumer.disconnect().catch(() => {});
     const admin = kafka.admin();
     await admin

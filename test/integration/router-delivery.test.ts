@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ConfigResourceTypes } from 'kafkajs';
+import { ConfigResourceTypes, type Consumer, type ConsumerConfig, type Kafka } from 'kafkajs';
 import pino from 'pino';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -234,6 +234,26 @@ describe('router delivery', () => {
     const ok = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json', '--timeout-ms', '30000']);
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({ scanned: 1, replayed: [{ key: 'k' }], dryRun: true });
+  });
+
+  it('dlq:replay leaves no consumer behind: a replay that gives up during its group join waits for the join before disconnecting, and its consumer is never restarted', async () => {
+    const s = await scenario(1);
+    await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
+    const watched = watchConsumers(testKafka());
+    // joining a consumer group alone takes longer than 1 ms: the replay gives up while its consumer joins
+    await expect(replayDeadLetters({ kafka: watched.kafka, dlqTopic: s.dlq, timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE' });
+    try {
+      expect(watched.consumers).toHaveLength(1);
+      const [c] = watched.consumers;
+      // Disconnecting a consumer whose join is still under way lets the join crash on the closed
+      // connections (write after end) and kafkajs restart it: a consumer running after the replay.
+      await until('the replay consumer’s run() returned', () => c.log, (log) => log.includes('run returned'));
+      expect(c.log.indexOf('run returned')).toBeLessThan(c.log.indexOf('disconnect called'));
+      expect(c.log.filter((entry) => entry.startsWith('crash'))).not.toContain('crash restart=true');
+    } finally {
+      // on a replay that left its consumer running (or a restart pending), stop it here
+      await Promise.all(watched.consumers.map((c) => c.consumer.disconnect().catch(() => {})));
+    }
   });
 
   it('a dead letter the DLQ refuses as too large goes reduced (no value); one refused even reduced stops the router (DLQ_REJECTED) without skipping the record', async () => {
@@ -477,3 +497,26 @@ describe('router delivery', () => {
     expect(result.stderr).toMatch(/--lanes must be at least 1, got 0/);
   });
 });
+
+/**
+ * A real kafkajs client whose consumers are watched: each one's lifecycle (run() returning, disconnect
+ * called, crashes and whether kafkajs restarts them) in the order it happened.
+ */
+function watchConsumers(kafka: Kafka) {
+  const consumers: Array<{ consumer: Consumer; log: string[] }> = [];
+  const watched = Object.create(kafka) as Kafka;
+  watched.consumer = (config: ConsumerConfig) => {
+    const consumer = kafka.consumer(config);
+    const log: string[] = [];
+    consumer.on(consumer.events.CRASH, (e) => void log.push(`crash restart=${e.payload.restart}`));
+    const { run, disconnect } = consumer;
+    consumer.run = (options) => run(options).finally(() => log.push('run returned'));
+    consumer.disconnect = () => {
+      log.push('disconnect called');
+      return disconnect();
+    };
+    consumers.push({ consumer, log });
+    return consumer;
+  };
+  return { kafka: watched, consumers };
+}
