@@ -52,13 +52,15 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
   const marker = stackMarker(paths);
   const log4j = `-Dlog4j2.configurationFile=${join(paths.configDir, 'log4j2.properties')}`;
   const file = (name: string) => ({ logFile: join(paths.logDir, `${name}.log`), pidFile: join(paths.pidDir, `${name}.pid`) });
+  /** Every collection with its pause, in <logDir>/<name>-gc.log (two files of 10 MB at most): a latency spike can be checked against it. */
+  const gcLog = (name: string) => `-Xlog:gc:file=${join(paths.logDir, `${name}-gc.log`)}:time,uptimemillis:filecount=2,filesize=10m`;
   return [
     {
       name: 'kafka',
       title: 'Kafka (KRaft)',
       ports: [STACK_PORTS.kafka, STACK_PORTS.kafkaController],
       java,
-      args: [marker, '-Xms256m', `-Xmx${config.heap.kafka}`, ...JVM_FLAGS.kafka, log4j, `-Dkafka.logs.dir=${paths.logDir}`,
+      args: [marker, '-Xms256m', `-Xmx${config.heap.kafka}`, ...JVM_FLAGS.kafka, gcLog('kafka'), log4j, `-Dkafka.logs.dir=${paths.logDir}`,
         '-cp', join(paths.kafkaLibDir, '*'), 'kafka.Kafka', join(paths.configDir, 'kafka-server.properties')],
       probe: probeKafka,
       ...file('kafka'),
@@ -81,7 +83,7 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
       title: 'Kafka Connect + Debezium',
       ports: [STACK_PORTS.connect],
       java,
-      args: [marker, '-Xms128m', `-Xmx${config.heap.connect}`, ...JVM_FLAGS.connect, log4j,
+      args: [marker, '-Xms128m', `-Xmx${config.heap.connect}`, ...JVM_FLAGS.connect, gcLog('connect'), log4j,
         '-cp', join(paths.kafkaLibDir, '*'), 'org.apache.kafka.connect.cli.ConnectDistributed',
         join(paths.configDir, 'connect-distributed.properties')],
       probe: probeConnect,

@@ -36,4 +36,12 @@ describe('jvmServices', () => {
     expect(args('registry')).toContain(`-Xmx${config.heap.registry}`);
     for (const name of ['kafka', 'connect', 'registry'] as const) expect(args(name)).toContain('-XX:+ExitOnOutOfMemoryError');
   });
+
+  it('Kafka and Connect log every collection and its pause to <logDir>/<name>-gc.log, rotated', () => {
+    const logDir = stackPaths(config.stateDir, config.cacheDir).logDir;
+    for (const name of ['kafka', 'connect'] as const) {
+      const flag = args(name).find((a) => a.startsWith('-Xlog:gc'));
+      expect(flag).toBe(`-Xlog:gc:file=${logDir}/${name}-gc.log:time,uptimemillis:filecount=2,filesize=10m`);
+    }
+  });
 });
