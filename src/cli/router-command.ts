@@ -144,7 +144,13 @@ export function routerCommand(): Command {
             return { healthy: h.running && h.joined, details: { ...h, stats: router.stats() } };
           },
         });
-        await router.start();
+        try {
+          await router.start();
+        } catch (error) {
+          // An open listener would keep the process alive after the error is printed: close it first.
+          await http.close();
+          throw error;
+        }
         log.info({ handlers: Object.keys(handlers), metrics: `http://${opts.metricsHost}:${http.port}/metrics` }, 'router started');
         await new Promise<void>((resolveStop) => {
           const stop = (signal: string) => {
