@@ -4,7 +4,7 @@ import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
 import { createRouter, createRouterMetrics, DEFAULT_TOPICS, startHealthServer, type Handlers } from '../router';
 import { HANDLERS_SHAPE, handlerProblems, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
-import { STACK_HOST, STACK_PORTS } from '../stack/settings';
+import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 

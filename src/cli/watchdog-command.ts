@@ -2,7 +2,7 @@ import { Command, Option } from 'commander';
 import { loadConfig, type OutboxConfig } from '../config';
 import { isOutboxError } from '../errors';
 import { startHealthServer } from '../router';
-import { STACK_HOST, STACK_PORTS } from '../stack/settings';
+import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce, watchdogHealthBody } from '../watchdog';
 import { withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';

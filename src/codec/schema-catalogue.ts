@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import type { Type } from 'avsc';
 import { OutboxError } from '../errors';
-import { PROJECT_ROOT } from '../stack/paths';
+import { PACKAGE_ROOT as PROJECT_ROOT } from '../assets';
 import { parseAvroType } from './logical-types';
 
 /** One `schemas/<aggregate_type>/<EventType>.avsc`, parsed. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { STACK_PORTS } from '../stack/settings';
+import { STACK_PORTS } from './local-stack';
 import type { EnvSetting } from './env-setting';
 
 const positiveInt = (max: number) => z.number().int().min(1).max(max);

@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import { relaySchema } from './relay-schema';
 import { watchdogSchema } from './watchdog-schema';
-import { LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../stack/settings';
-import { isLocalStackDatabase } from './local-stack';
+import { LOCAL_POSTGRES, LOCAL_ROLE_PASSWORDS, STACK_HOST, STACK_PORTS, stackUrls, isLocalStackDatabase } from './local-stack';
 
 /**
  * Every setting of outbox-router. Defaults target the local stack, so a new user needs no
@@ -27,10 +26,10 @@ export const databaseSchema = z
   .object({
     host: z.string().min(1).default(STACK_HOST),
     port: z.number().int().min(1).max(65535).default(STACK_PORTS.postgres),
-    database: z.string().min(1).default(POSTGRES.database),
+    database: z.string().min(1).default(LOCAL_POSTGRES.database),
     /** The admin role: runs provisioning, owns the publication. */
-    user: z.string().min(1).default(POSTGRES.user),
-    password: secret.default(POSTGRES.password),
+    user: z.string().min(1).default(LOCAL_POSTGRES.user),
+    password: secret.default(LOCAL_POSTGRES.password),
     ssl: z.boolean().default(false),
     statementTimeoutMs: z.number().int().positive().default(30_000),
   })

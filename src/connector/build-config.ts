@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
-import { PROJECT_ROOT } from '../stack/paths';
-import { renderTemplate } from '../stack/template';
+import { PACKAGE_ROOT as PROJECT_ROOT } from '../assets';
+import { renderTemplate } from '../assets';
 import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, javaRegexLiteral, quoteIdent } from './escape';
 import { checkExtra } from './extra-guard';
 

@@ -1,6 +1,6 @@
 import { ENV_SETTINGS, ROLE_KINDS, type OutboxConfig, type RoleKind } from '../config';
 import { OutboxError } from '../errors';
-import { STACK_HOST, STACK_PORTS } from '../stack/settings';
+import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 
 /** What provisioning does about one role's password. */
 export interface RolePasswordStep {

@@ -5,8 +5,8 @@ import { escapeIdentifier } from 'pg';
 import type { OutboxConfig } from '../config';
 import { qualified } from '../db';
 import { OutboxError } from '../errors';
-import { PROJECT_ROOT } from '../stack/paths';
-import { renderTemplate } from '../stack/template';
+import { PACKAGE_ROOT as PROJECT_ROOT } from '../assets';
+import { renderTemplate } from '../assets';
 
 export const SQL_DIR = join(PROJECT_ROOT, 'sql');
 

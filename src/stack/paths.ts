@@ -2,8 +2,10 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { STACK_VERSIONS } from './settings';
 
-/** Where the repository (and so `connect/`) is, whether running from `src/` (ts-jest) or `dist/`. */
-export const PROJECT_ROOT = resolve(__dirname, '..', '..');
+import { PACKAGE_ROOT } from '../assets';
+
+/** The repository's root (the package root). */
+export const PROJECT_ROOT = PACKAGE_ROOT;
 
 export interface StackPaths {
   /** Per-checkout state: rendered configs, data, logs, pid files. Ignored by git. */

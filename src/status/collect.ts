@@ -1,7 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
-import { STACK_HOST, STACK_PORTS } from '../stack/settings';
+import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { describeError, maskUrl, withTimeout } from './format';
 import { DEFAULT_PARKED_LIMIT, readParked } from './parked';
 import { readConnector, readDlq, readGroups, readSlots, readStack, readWatchdog, sharedAdmin, watchdogBase } from './sections';

@@ -5,7 +5,7 @@ import { createConnectClient } from '../connector';
 import { traceHead } from '../connector/wait';
 import { clientConfig, withClient } from '../db';
 import { createStack } from '../stack';
-import { STACK_PORTS } from '../stack/settings';
+import { STACK_PORTS } from '../config/local-stack';
 import { maskUrl } from './format';
 import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, TopicLag, WatchdogData } from './types';
 
