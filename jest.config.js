@@ -1,5 +1,11 @@
 /** Two projects: `unit` touches no network; `integration` runs against the real local stack. */
 const tsJest = ['ts-jest', { tsconfig: 'tsconfig.json' }];
+/** The harness and the examples import the library as a user does (`outbox-router/<part>`): run it from src. */
+const moduleNameMapper = {
+  '^outbox-router$': '<rootDir>/src',
+  '^outbox-router/local-stack$': '<rootDir>/src/config/local-stack',
+  '^outbox-router/(.*)$': '<rootDir>/src/$1',
+};
 
 /** @type {import('jest').Config} */
 module.exports = {
@@ -12,6 +18,7 @@ module.exports = {
       roots: ['<rootDir>/test/unit'],
       testMatch: ['**/*.test.ts'],
       transform: { '^.+\\.ts$': tsJest },
+      moduleNameMapper,
     },
     {
       displayName: 'integration',
@@ -19,6 +26,7 @@ module.exports = {
       roots: ['<rootDir>/test/integration'],
       testMatch: ['**/*.test.ts'],
       transform: { '^.+\\.ts$': tsJest },
+      moduleNameMapper,
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },

@@ -26,11 +26,9 @@ export {
   type ContentType,
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
-export { createStack, type Stack } from './stack';
 export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats } from './router';
 export { replayDeadLetters, releaseKeys, createRouterMetrics, startHealthServer, type PayloadSchemas, type FailurePolicy } from './router';
 export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions } from './watchdog';
 export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats } from './relay';
 export { collectStatus, renderStatus } from './status';
-export { runDemo, type DemoOptions, type DemoSummary } from './demo/run-demo';
 export { createKafka } from './kafka';

@@ -1,21 +1,23 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
-import { benchCommand } from './bench-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
-import { demoCommand } from './demo-command';
+import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
-import { stackCommand } from './stack-commands';
 import { statusCommand } from './status-command';
 import { watchdogCommand } from './watchdog-command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../package.json') as { version: string };
 
-export function buildProgram(): Command {
+/**
+ * The `outbox` program. `stack`, `demo` and `bench` are development commands: by default stand-ins that
+ * hand over to the repository's compiled harness (scripts/cli.ts passes its real definitions instead).
+ */
+export function buildProgram(dev: Record<DevCommandName, () => Command> = devCommands()): Command {
   const program = new Command('outbox')
     .description('outbox-router: the transactional outbox on PostgreSQL, Debezium and Kafka, deployed, watched and debugged with one tool.')
     .version(version)
@@ -23,7 +25,7 @@ export function buildProgram(): Command {
     // no default here: LOG_LEVEL applies when the flag is absent
     .addOption(new Option('--log-format <format>', 'json for machines, pretty for people (default: pretty on a terminal)').choices(['json', 'pretty']))
     .showHelpAfterError('(run with --help for usage)');
-  program.addCommand(stackCommand());
+  program.addCommand(dev.stack());
   for (const command of dbCommands()) program.addCommand(command);
   for (const command of schemaCommands()) program.addCommand(command);
   for (const command of connectorCommands()) program.addCommand(command);
@@ -32,8 +34,8 @@ export function buildProgram(): Command {
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
-  program.addCommand(demoCommand());
-  program.addCommand(benchCommand());
+  program.addCommand(dev.demo());
+  program.addCommand(dev.bench());
   return program;
 }
 

@@ -60,7 +60,7 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
       s.rssBytes ? formatBytes(s.rssBytes) : '-',
       s.detail,
     ]);
-    blocks.push(`Stack (native, this machine)\n${table(['service', 'state', 'pid', 'ports', 'rss', 'detail'], rows)}`);
+    blocks.push(`Stack (local ports, this machine)\n${table(['service', 'state', 'pid', 'ports', 'rss', 'detail'], rows)}`);
   }
 
   // Connector

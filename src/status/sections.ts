@@ -1,11 +1,11 @@
+import { Socket } from 'node:net';
 import axios from 'axios';
 import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
 import type { OutboxConfig } from '../config';
 import { createConnectClient } from '../connector';
 import { traceHead } from '../connector/wait';
 import { clientConfig, withClient } from '../db';
-import { createStack } from '../stack';
-import { STACK_PORTS } from '../config/local-stack';
+import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { maskUrl } from './format';
 import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, TopicLag, WatchdogData } from './types';
 
@@ -36,31 +36,64 @@ export function targetsLocalStack(config: OutboxConfig): boolean {
 
 // ---------------------------------------------------------------- stack
 
-export async function readStack(config: OutboxConfig): Promise<StackData> {
+/** Resolves true when something accepts a TCP connection at host:port within `timeoutMs`. */
+export function portAnswers(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.connect(port, host);
+  });
+}
+
+/** An HTTP service is ready when a GET of `path` answers 2xx; the detail is what it said or why not. */
+async function httpReady(url: string, timeoutMs: number): Promise<{ ready: boolean; detail: string }> {
+  try {
+    const response = await axios.get<unknown>(url, { timeout: timeoutMs, validateStatus: () => true });
+    const ok = response.status >= 200 && response.status < 300;
+    return { ready: ok, detail: `GET ${new URL(url).pathname} answered HTTP ${response.status}` };
+  } catch (error) {
+    return { ready: false, detail: (error as { code?: string })?.code ?? (error as Error).message };
+  }
+}
+
+/**
+ * The local stack's services as seen from here: each port of the local profile (src/config/local-stack.ts)
+ * probed, whichever way the stack was started (`npm run stack:up` or docker compose). Processes, pids and
+ * memory are the development harness's business (`npm run stack:status`); the library does not read them.
+ */
+export async function readStack(config: OutboxConfig, timeoutMs = 2_000): Promise<StackData> {
   if (!targetsLocalStack(config)) {
     return { local: false, note: 'not the local stack: the configuration points at other hosts', services: [] };
   }
-  const statuses = await createStack().status();
-  if (!statuses.some((s) => s.running)) {
+  const base = `http://${STACK_HOST}`;
+  const services = await Promise.all(
+    (
+      [
+        { name: 'postgres', ports: [STACK_PORTS.postgres] },
+        { name: 'kafka', ports: [STACK_PORTS.kafka] },
+        { name: 'registry', ports: [STACK_PORTS.registry], http: `${base}:${STACK_PORTS.registry}/apis/registry/v3/system/info` },
+        { name: 'connect', ports: [STACK_PORTS.connect], http: `${base}:${STACK_PORTS.connect}/` },
+      ] as Array<{ name: string; ports: number[]; http?: string }>
+    ).map(async ({ name, ports, http }) => {
+      const running = await portAnswers(STACK_HOST, ports[0] as number, timeoutMs);
+      const probe = running && http ? await httpReady(http, timeoutMs) : { ready: running, detail: running ? 'accepts connections' : 'nothing listens' };
+      return { name, running, ready: probe.ready, pid: null, ports, rssBytes: 0, detail: probe.detail };
+    }),
+  );
+  if (!services.some((s) => s.running)) {
     return {
       local: false,
-      note: 'not the local stack: nothing started by `outbox stack up` runs on this machine (docker compose or another host?)',
+      note: `not the local stack: nothing answers on its ports at ${STACK_HOST} (start it with \`npm run stack:up\` or docker compose)`,
       services: [],
     };
   }
-  return {
-    local: true,
-    note: null,
-    services: statuses.map((s) => ({
-      name: s.name,
-      running: s.running,
-      ready: s.ready,
-      pid: s.pid ?? null,
-      ports: [...s.ports],
-      rssBytes: s.rssBytes,
-      detail: s.detail,
-    })),
-  };
+  return { local: true, note: null, services };
 }
 
 // ---------------------------------------------------------------- connector

@@ -27,7 +27,7 @@ export interface StackServiceInfo {
 }
 
 export interface StackData {
-  /** True when the configuration points at the native stack (`outbox stack up`) and it runs on this machine. */
+  /** True when the configuration points at the local stack and something answers on its ports on this machine. */
   local: boolean;
   /** Why it is not the local stack, when `local` is false. */
   note: string | null;

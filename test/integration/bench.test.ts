@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BenchResults } from '../../src/bench/run-bench';
-import { PROJECT_ROOT } from '../../src/stack/paths';
+import type { BenchResults } from '../../scripts/bench/run-bench';
+import { PROJECT_ROOT } from '../../scripts/stack/paths';
 
 jest.setTimeout(600_000);
 

@@ -5,7 +5,7 @@ import { connectorStatus, deleteConnector, deployConnector } from '../../src/con
 import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
-import { createStack } from '../../src/stack';
+import { createStack } from '../../scripts/stack';
 import { collect } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';

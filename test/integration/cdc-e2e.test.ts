@@ -4,7 +4,7 @@ import { createCodec, topicForReplacement, type Codec } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
 import { createConnectClient, deleteConnector, deployConnector } from '../../src/connector';
 import { createPool } from '../../src/db';
-import { createOrder, ORDERS_DDL } from '../../src/examples/create-order';
+import { createOrder, ORDERS_DDL } from '../../examples/create-order';
 import { createOutboxWriter, type OutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
 import { collect, type Received } from '../support/consume';

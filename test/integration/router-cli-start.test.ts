@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { PROJECT_ROOT } from '../../src/stack/paths';
+import { PROJECT_ROOT } from '../../scripts/stack/paths';
 import { randomName, testKafka } from '../support/stack-env';
 
 jest.setTimeout(120_000);

@@ -11,7 +11,7 @@ import { qualified } from '../../src/db';
 import { parkedTableName } from '../../src/provision/sql-files';
 import { releaseKeys, replayDeadLetters, type Handlers, type RouterEventName } from '../../src/router';
 import { ParkedKeys } from '../../src/router/parked';
-import { PROJECT_ROOT } from '../../src/stack/paths';
+import { PROJECT_ROOT } from '../../scripts/stack/paths';
 import { collect } from '../support/consume';
 import { routerHarness } from '../support/router-scenario';
 import { randomName, testKafka } from '../support/stack-env';

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { createConnectClient } from '../../src/connector';
-import { PROJECT_ROOT } from '../../src/stack/paths';
+import { PROJECT_ROOT } from '../../scripts/stack/paths';
 import { orderCreatedJson, tempSchemas } from '../unit/codec/temp-schemas';
 import { freshDatabase, pgConfig, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 

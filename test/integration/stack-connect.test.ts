@@ -1,5 +1,5 @@
 import axios from 'axios';
-import { DEBEZIUM_PLUGIN_CLASSES, STACK_VERSIONS, stackUrls } from '../../src/stack/settings';
+import { DEBEZIUM_PLUGIN_CLASSES, STACK_VERSIONS, stackUrls } from '../../scripts/stack/settings';
 
 describe('native stack: Kafka Connect with Debezium', () => {
   it(`runs Kafka Connect ${STACK_VERSIONS.kafka} in distributed mode`, async () => {

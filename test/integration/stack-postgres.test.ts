@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { POSTGRES } from '../../src/stack/settings';
+import { POSTGRES } from '../../scripts/stack/settings';
 import { freshDatabase, randomIdentifier, type FreshDatabase } from '../support/stack-env';
 
 describe('native stack: PostgreSQL', () => {

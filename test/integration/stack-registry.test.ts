@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import axios from 'axios';
-import { PROJECT_ROOT } from '../../src/stack/paths';
-import { REGISTRY_GLOBAL_COMPATIBILITY } from '../../src/stack/settings';
+import { PROJECT_ROOT } from '../../scripts/stack/paths';
+import { REGISTRY_GLOBAL_COMPATIBILITY } from '../../scripts/stack/settings';
 import { randomName, stackUrls } from '../support/stack-env';
 
 const orderCreated = readFileSync(join(PROJECT_ROOT, 'schemas', 'order', 'OrderCreated.avsc'), 'utf8');

@@ -6,7 +6,7 @@ import { Partitioners, type Admin } from 'kafkajs';
 import { loadConfig, type OutboxConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { startHealthServer } from '../../src/router';
-import { POSTGRES } from '../../src/stack/settings';
+import { POSTGRES } from '../../scripts/stack/settings';
 import { collectStatus, computeVerdict, renderStatus, type StatusReport } from '../../src/status';
 import { healthy } from '../unit/status/fixtures';
 import { createWatchdog, watchdogHealthBody } from '../../src/watchdog';

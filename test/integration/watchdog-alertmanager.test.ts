@@ -4,7 +4,7 @@
  */
 import axios from 'axios';
 import { loadConfig } from '../../src/config';
-import { POSTGRES } from '../../src/stack/settings';
+import { POSTGRES } from '../../scripts/stack/settings';
 import { createWatchdog, dedupKey, type Watchdog } from '../../src/watchdog';
 import { startAlertmanager, type LocalAlertmanager } from '../support/alertmanager';
 import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';

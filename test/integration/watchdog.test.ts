@@ -12,7 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { Command } from 'commander';
 import { watchdogCommand } from '../../src/cli/watchdog-command';
 import { loadConfig, type OutboxOptions } from '../../src/config';
-import { POSTGRES, STACK_HOST, STACK_PORTS } from '../../src/stack/settings';
+import { POSTGRES, STACK_HOST, STACK_PORTS } from '../../scripts/stack/settings';
 import { createWatchdog, dedupKey, exitCodeFor, type Watchdog } from '../../src/watchdog';
 import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';

@@ -4,7 +4,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import axios from 'axios';
-import { aptCommand, aptInstall, type AptDeps } from '../../src/stack/apt-install';
+import { aptCommand, aptInstall, type AptDeps } from '../../scripts/stack/apt-install';
 
 /** Where Debian's prometheus-alertmanager package puts the binary. */
 export const DEBIAN_ALERTMANAGER_BIN = '/usr/bin/prometheus-alertmanager';

@@ -1,4 +1,4 @@
-import { createStack, probeConnect, probeKafka, probePostgres, probeRegistry } from '../../src/stack';
+import { createStack, probeConnect, probeKafka, probePostgres, probeRegistry } from '../../scripts/stack';
 import { ensureAlertmanager } from './alertmanager';
 import { startComposeStack } from './containers';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { Client, type ClientConfig } from 'pg';
-import { POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../../src/stack/settings';
+import { POSTGRES, STACK_HOST, STACK_PORTS, stackUrls } from '../../scripts/stack/settings';
 
 export { stackUrls };
 

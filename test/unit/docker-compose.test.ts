@@ -5,9 +5,9 @@
 import { readFileSync } from 'fs';
 import { join } from 'path';
 import { parse } from 'yaml';
-import { resolveStackConfig } from '../../src/stack/config';
-import { JVM_FLAGS } from '../../src/stack/services';
-import { KAFKA, LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../src/stack/settings';
+import { resolveStackConfig } from '../../scripts/stack/config';
+import { JVM_FLAGS } from '../../scripts/stack/services';
+import { KAFKA, LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../scripts/stack/settings';
 
 const root = join(__dirname, '..', '..');
 

@@ -1,4 +1,4 @@
-import { benchCommand, benchSettings, QUICK } from '../../../src/cli/bench-command';
+import { benchCommand, benchSettings, QUICK } from '../../../scripts/bench/command';
 
 describe('outbox bench: argument checks (before anything runs)', () => {
   let stderr: jest.SpyInstance;

@@ -1,6 +1,6 @@
-import { chartSpec, ticks125 } from '../../../src/bench/chart';
-import { eventLoopFromMetrics, metricValue } from '../../../src/bench/cli-process';
-import { cpuPerEvent, pipelineCpuPerEvent } from '../../../src/bench/load';
+import { chartSpec, ticks125 } from '../../../scripts/bench/chart';
+import { eventLoopFromMetrics, metricValue } from '../../../scripts/bench/cli-process';
+import { cpuPerEvent, pipelineCpuPerEvent } from '../../../scripts/bench/load';
 
 describe('the latency-versus-rate chart spec', () => {
   const spec = chartSpec({

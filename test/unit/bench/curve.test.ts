@@ -1,4 +1,4 @@
-import { backlogGrew, keptUp, nextRate, skippedRates, sustainedMax, type StepOutcome } from '../../../src/bench/curve';
+import { backlogGrew, keptUp, nextRate, skippedRates, sustainedMax, type StepOutcome } from '../../../scripts/bench/curve';
 
 const ok = (rate: number): StepOutcome => ({ rate, reachedPerSec: rate, missing: 0, backlogGrew: false, p99: 50 });
 const bad = (rate: number, over: Partial<StepOutcome> = {}): StepOutcome => ({ rate, reachedPerSec: rate, missing: 0, backlogGrew: true, p99: 2500, ...over });

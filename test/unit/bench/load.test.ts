@@ -1,4 +1,4 @@
-import { Accumulator, classifyProcess, cpuBetween, parseMachineStat, parseProcStat, type ProcSample } from '../../../src/bench/load';
+import { Accumulator, classifyProcess, cpuBetween, parseMachineStat, parseProcStat, type ProcSample } from '../../../scripts/bench/load';
 
 describe('/proc parsing', () => {
   it('reads utime + stime after a comm with spaces and parentheses', () => {

@@ -1,4 +1,4 @@
-import { dueAt, dueBy, pace } from '../../../src/bench/pacing';
+import { dueAt, dueBy, pace } from '../../../scripts/bench/pacing';
 
 describe('the fixed-rate schedule', () => {
   it('event i is due at i × 1000 / rate ms; event 0 at once', () => {

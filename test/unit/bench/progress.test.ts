@@ -1,5 +1,5 @@
 import type { Logger } from '../../../src/log';
-import { createProgress } from '../../../src/bench/progress';
+import { createProgress } from '../../../scripts/bench/progress';
 
 describe('progress without a terminal', () => {
   afterEach(() => jest.useRealTimers());

@@ -1,4 +1,4 @@
-import { percentiles, round } from '../../../src/bench/stats';
+import { percentiles, round } from '../../../scripts/bench/stats';
 
 describe('percentiles (nearest rank)', () => {
   it('picks the nearest-rank value and does not modify its input', () => {

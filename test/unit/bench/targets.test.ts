@@ -1,5 +1,5 @@
-import type { Load } from '../../../src/bench/load';
-import { cpuNote, formatPerEvent, LATENCY_TARGETS, meets, TARGETS, verdict } from '../../../src/bench/targets';
+import type { Load } from '../../../scripts/bench/load';
+import { cpuNote, formatPerEvent, LATENCY_TARGETS, meets, TARGETS, verdict } from '../../../scripts/bench/targets';
 
 const load = (cpuPct: Record<string, number>, machineBusyPct: number): Load => ({ seconds: 5, cores: 2, machineBusyPct, cpuPct });
 

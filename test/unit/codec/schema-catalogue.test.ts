@@ -1,7 +1,7 @@
 /** src/codec/schema-catalogue.ts: schemas/<aggregate_type>/<EventType>.avsc → parsed types. */
 import { join } from 'node:path';
 import { createSchemaCatalogue, defaultSchemasDir } from '../../../src/codec';
-import { PROJECT_ROOT } from '../../../src/stack/paths';
+import { PROJECT_ROOT } from '../../../scripts/stack/paths';
 import { orderCreatedJson, tempSchemas } from './temp-schemas';
 import { thrown } from '../../support/expect-error';
 

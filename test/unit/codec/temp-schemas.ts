@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PROJECT_ROOT } from '../../../src/stack/paths';
+import { PROJECT_ROOT } from '../../../scripts/stack/paths';
 
 export const orderCreatedJson = () => JSON.parse(readFileSync(join(PROJECT_ROOT, 'schemas', 'order', 'OrderCreated.avsc'), 'utf8')) as { fields: Record<string, unknown>[] } & Record<string, unknown>;
 

@@ -3,7 +3,7 @@
  * published development passwords apply to the local stack's database only.
  */
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { LOCAL_ROLE_PASSWORDS } from '../../../src/stack/settings';
+import { LOCAL_ROLE_PASSWORDS } from '../../../scripts/stack/settings';
 import { thrown } from '../../support/expect-error';
 
 const load = (overrides: OutboxOptions, env: NodeJS.ProcessEnv = {}) => loadConfig({ env, overrides });

@@ -1,7 +1,7 @@
 /** src/stack/config.ts: defaults, environment, precedence and validation of the stack settings. */
 import { OutboxError, isOutboxError } from '../../../src/errors';
-import { resolveStackConfig, stackOptionsFromEnv, type StackOptions } from '../../../src/stack/config';
-import { PROJECT_ROOT } from '../../../src/stack/paths';
+import { resolveStackConfig, stackOptionsFromEnv, type StackOptions } from '../../../scripts/stack/config';
+import { PROJECT_ROOT } from '../../../scripts/stack/paths';
 
 const ENV_KEYS = ['OUTBOX_STACK_DIR', 'OUTBOX_CACHE_DIR', 'JAVA_HOME', 'OUTBOX_REGISTRY_JAVA_HOME', 'OUTBOX_STACK_READY_TIMEOUT_MS', 'XDG_CACHE_HOME'];
 const saved: Record<string, string | undefined> = {};

@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OutboxError, isOutboxError } from '../../../src/errors';
-import { findJava } from '../../../src/stack/java';
+import { findJava } from '../../../scripts/stack/java';
 
 let root: string;
 

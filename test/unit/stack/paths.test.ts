@@ -1,7 +1,7 @@
 /** src/stack/paths.ts: where state and the version-keyed jar cache live. */
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
-import { PROJECT_ROOT, stackPaths } from '../../../src/stack/paths';
-import { STACK_VERSIONS } from '../../../src/stack/settings';
+import { PROJECT_ROOT, stackPaths } from '../../../scripts/stack/paths';
+import { STACK_VERSIONS } from '../../../scripts/stack/settings';
 
 describe('stackPaths', () => {
   const paths = stackPaths('/srv/state', '/srv/cache');

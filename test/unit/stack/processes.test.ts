@@ -23,7 +23,7 @@ import {
   tailLines,
   treeRssBytes,
   which,
-} from '../../../src/stack/processes';
+} from '../../../scripts/stack/processes';
 
 /** Every ChildProcess spawn() returns, so a test can look at the one spawnDetached made. */
 const mockSpawned: ChildProcess[] = [];

@@ -1,8 +1,8 @@
 /** src/stack/services.ts: the JVM command lines of the native stack (flags for a 2-core machine). */
-import { resolveStackConfig } from '../../../src/stack/config';
-import type { JavaRuntime } from '../../../src/stack/java';
-import { stackPaths } from '../../../src/stack/paths';
-import { JVM_FLAGS, jvmServices, type JvmServiceName } from '../../../src/stack/services';
+import { resolveStackConfig } from '../../../scripts/stack/config';
+import type { JavaRuntime } from '../../../scripts/stack/java';
+import { stackPaths } from '../../../scripts/stack/paths';
+import { JVM_FLAGS, jvmServices, type JvmServiceName } from '../../../scripts/stack/services';
 
 const java: JavaRuntime = { home: '/jdk17', bin: '/jdk17/bin/java', major: 17, version: '17.0.15' };
 const registryJava: JavaRuntime = { home: '/jdk21', bin: '/jdk21/bin/java', major: 21, version: '21.0.7' };

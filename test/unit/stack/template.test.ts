@@ -5,10 +5,10 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { jvmTemplateValues } from '../../../src/stack/stack';
-import { PROJECT_ROOT, stackPaths } from '../../../src/stack/paths';
-import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from '../../../src/stack/settings';
-import { parseProperties, renderTemplate, renderTemplateFile } from '../../../src/stack/template';
+import { jvmTemplateValues } from '../../../scripts/stack/stack';
+import { PROJECT_ROOT, stackPaths } from '../../../scripts/stack/paths';
+import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from '../../../scripts/stack/settings';
+import { parseProperties, renderTemplate, renderTemplateFile } from '../../../scripts/stack/template';
 import { thrown } from '../../support/expect-error';
 
 

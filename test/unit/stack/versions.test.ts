@@ -5,9 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { jarSets } from '../../../src/stack/fetch-jars';
-import { PROJECT_ROOT, stackPaths } from '../../../src/stack/paths';
-import { STACK_VERSIONS } from '../../../src/stack/settings';
+import { jarSets } from '../../../scripts/stack/fetch-jars';
+import { PROJECT_ROOT, stackPaths } from '../../../scripts/stack/paths';
+import { STACK_VERSIONS } from '../../../scripts/stack/settings';
 
 const pom = (name: string) => readFileSync(join(PROJECT_ROOT, 'connect', 'maven', name, 'pom.xml'), 'utf8');
 const kafkaPom = pom('kafka-runtime');

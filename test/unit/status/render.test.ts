@@ -9,7 +9,7 @@ describe('renderStatus', () => {
     const out = renderStatus(withVerdict(healthy()), { color: false });
     expect(out.split('\n')[0]).toBe('OK  outbox status at 2026-01-02T03:04:05.000Z (exit code 0)');
     expect(out).not.toContain(ESC);
-    const order = ['Stack (native, this machine)', 'Connector outbox-connector at http://127.0.0.1:8083', 'Replication slots', 'Consumer groups', 'DLQ', 'Watchdog'].map((t) =>
+    const order = ['Stack (local ports, this machine)', 'Connector outbox-connector at http://127.0.0.1:8083', 'Replication slots', 'Consumer groups', 'DLQ', 'Watchdog'].map((t) =>
       out.indexOf(t),
     );
     expect(order.every((i) => i > 0)).toBe(true);

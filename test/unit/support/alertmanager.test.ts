@@ -2,7 +2,7 @@
  * test/support/alertmanager.ts ensureAlertmanager and src/stack/apt-install.ts: when `npm test` installs
  * Alertmanager itself. The machine is never touched: the runner, `which`, root check and file check are fakes.
  */
-import { aptInstall } from '../../../src/stack/apt-install';
+import { aptInstall } from '../../../scripts/stack/apt-install';
 import { DEBIAN_ALERTMANAGER_BIN, ensureAlertmanager } from '../../support/alertmanager';
 
 interface Call {

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Command, Option } from 'commander';
+import { action, loggerFor } from 'outbox-router/cli';
+import { OutboxError } from 'outbox-router/errors';
+import { PROJECT_ROOT } from '../stack/paths';
+import { PROFILES, runChaos, type ChaosReport, type FaultKind, type Pipeline } from './run-chaos';
+
+export function formatChaos(reports: readonly ChaosReport[]): string {
+  const lines: string[] = [];
+  for (const r of reports) {
+    lines.push(
+      `chaos ${r.pipeline}: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
+        `${r.events.notCommittedOnError} failed by a fault, ${r.events.ambiguousCommits} ambiguous commits resolved`,
+      `  lost ${r.lost}, phantom ${r.phantom}, double-applied ${r.doubleApplied}, order violations ${r.orderViolations}`,
+      `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
+      ...r.faults.map((f) => `  fault ${f.kind.padEnd(17)} at ${String(f.atCommitted).padStart(6)} committed → recovered in ${f.recoveryMs === null ? 'NOT RECOVERED' : `${(f.recoveryMs / 1000).toFixed(1)} s`}${f.notes.length ? `  (${f.notes.join('; ')})` : ''}`),
+      ...r.connectorRestarts.map((x) => `  connector restarted by the supervisor: ${x}`),
+    );
+  }
+  return lines.join('\n');
+}
+
+function program(): Command {
+  return new Command('outbox-chaos')
+    .description(
+      'The chaos run (npm run test:chaos): concurrent writers with rolled-back transactions, while Kafka Connect (or the relay) is killed twice, Kafka and PostgreSQL ' +
+        'are restarted, and the router is killed three times; then checks lost 0, phantom 0, double-applied 0, order violations 0. RESTARTS SERVICES OF THE LOCAL STACK: ' +
+        'run it alone, never beside the test suite.',
+    )
+    .addOption(new Option('--profile <name>', 'full: 20,000 events over 200 aggregates; ci: 6,000').choices(['full', 'ci']).default('full'))
+    .option('--pipeline <list>', 'cdc, relay or both (comma-separated)', 'cdc,relay')
+    .option('--faults <kinds>', 'only these fault kinds (comma-separated: kill-router, kill-connect, kill-relay, restart-kafka, restart-postgres); default all')
+    .addOption(new Option('--events <n>', 'override the profile\'s event count').argParser((v) => Number.parseInt(v, 10)))
+    .option('-o, --output <file>', 'where to write the JSON report', join(PROJECT_ROOT, 'reports', 'chaos.json'))
+    .addOption(new Option('--log-level <level>').choices(['debug', 'info', 'warn', 'error']).default('info'))
+    .addOption(new Option('--log-format <format>').choices(['json', 'pretty']))
+    .action(
+      action(async (opts: { profile: 'full' | 'ci'; pipeline: string; output: string; faults?: string; events?: number }, command: Command) => {
+        const pipelines = opts.pipeline.split(',').map((p) => p.trim());
+        const bad = pipelines.filter((p) => p !== 'cdc' && p !== 'relay');
+        if (bad.length) throw new OutboxError('CONFIG_INVALID', `--pipeline ${JSON.stringify(opts.pipeline)}: ${bad.join(', ')} is not a pipeline; use cdc, relay or cdc,relay.`);
+        const log = loggerFor(command);
+        const reports: ChaosReport[] = [];
+        for (const pipeline of pipelines as Pipeline[]) {
+          log.info(`chaos ${pipeline}: ${JSON.stringify(PROFILES[opts.profile])}`);
+          const profile = { ...PROFILES[opts.profile], ...(opts.events ? { events: opts.events } : {}) };
+          const only = opts.faults ? (opts.faults.split(',').map((f) => f.trim()) as FaultKind[]) : undefined;
+          const report = await runChaos({ pipeline, profile, only, log });
+          reports.push(report);
+          mkdirSync(dirname(opts.output), { recursive: true });
+          writeFileSync(opts.output, `${JSON.stringify(reports, null, 2)}\n`);
+        }
+        process.stdout.write(`${formatChaos(reports)}\n\nreport: ${opts.output}\n`);
+        return reports.every((r) => r.ok) ? 0 : 1;
+      }),
+    );
+}
+
+if (require.main === module) {
+  program().parseAsync(process.argv).catch((error: unknown) => {
+    process.stderr.write(`outbox-chaos: ${(error as Error)?.message ?? String(error)}\n`);
+    process.exitCode = 1;
+  });
+}

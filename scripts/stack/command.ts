@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { Command, Option } from 'commander';
+import { createStack, SERVICE_NAMES, type ServiceName, type StepEvent } from './stack';
+import { tailLines } from './processes';
+import { action, formatMs, loggerFor } from 'outbox-router/cli';
+
+export function stackCommand(): Command {
+  const stack = new Command('stack').description(
+    'Run the local stack as plain processes (no Docker): PostgreSQL on 55432, Kafka on 9092, Kafka Connect + Debezium on 8083, Apicurio Registry on 8081.',
+  );
+
+  stack
+    .command('up')
+    .description('Start the stack (idempotent): downloads jars into the cache on first use, then waits until every service is really ready.')
+    .action(
+      action(async (_opts: unknown, command: Command) => {
+        const log = loggerFor(command);
+        const s = createStack();
+        const { totalMs, startedAny } = await s.up((e: StepEvent) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
+        log.info({ step: 'up', ms: totalMs }, `stack ready in ${formatMs(totalMs)}${startedAny ? '' : ' (everything was already running)'}`);
+      }),
+    );
+
+  stack
+    .command('down')
+    .description('Stop what `stack up` started (by its pid files); other processes on the same ports are left alone.')
+    .option('--clean', 'also delete the stack\'s data, logs and configs (the jar cache is kept)', false)
+    .action(
+      action(async (opts: { clean: boolean }, command: Command) => {
+        const log = loggerFor(command);
+        await createStack().down({ clean: opts.clean }, (e) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
+      }),
+    );
+
+  stack
+    .command('status')
+    .description('Show each service: running, ready, pid, ports, memory and log file. Exits 1 unless all are ready.')
+    .option('--json', 'print JSON for scripts', false)
+    .action(
+      action(async (opts: { json: boolean }) => {
+        const statuses = await createStack().status();
+        const totalRss = statuses.reduce((sum, s) => sum + s.rssBytes, 0);
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify({ services: statuses, totalRssBytes: totalRss }, null, 2)}\n`);
+        } else {
+          const rows = statuses.map((s) => [
+            s.name,
+            s.ready ? 'ready' : s.running ? 'NOT READY' : 'stopped',
+            s.pid ? String(s.pid) : '-',
+            s.ports.join(','),
+            s.rssBytes ? `${Math.round(s.rssBytes / 2 ** 20)} MB` : '-',
+            s.detail,
+          ]);
+          printTable(['service', 'state', 'pid', 'ports', 'rss', 'detail'], rows);
+          process.stdout.write(`total RSS ${Math.round(totalRss / 2 ** 20)} MB\n`);
+        }
+        return statuses.every((s) => s.ready) ? 0 : 1;
+      }),
+    );
+
+  stack
+    .command('logs')
+    .description('Print the last lines of the services\' logs (all, or the ones named).')
+    .argument('[services...]', `any of ${SERVICE_NAMES.join(', ')}`)
+    .addOption(new Option('-n, --lines <n>', 'lines per log').default(40).argParser((v) => Number.parseInt(v, 10)))
+    .option('-f, --follow', 'keep printing as the logs grow (tail -F)', false)
+    .action(
+      action(async (names: string[], opts: { lines: number; follow: boolean }) => {
+        const s = createStack();
+        const unknown = names.filter((n) => !SERVICE_NAMES.includes(n as ServiceName));
+        if (unknown.length > 0) {
+          process.stderr.write(`outbox: unknown service ${unknown.join(', ')}; choose from ${SERVICE_NAMES.join(', ')}\n`);
+          return 2;
+        }
+        const files = (names.length ? names : SERVICE_NAMES).map((n) => ({ name: n, file: s.logFile(n as ServiceName) }));
+        if (opts.follow) {
+          const child = spawn('tail', ['-n', String(opts.lines), '-F', ...files.map((f) => f.file)], { stdio: 'inherit' });
+          await new Promise((resolve) => child.on('exit', resolve));
+          return;
+        }
+        for (const { name, file } of files) {
+          process.stdout.write(`==> ${name}: ${file}${existsSync(file) ? '' : ' (no log yet)'}\n`);
+          for (const line of tailLines(file, opts.lines)) process.stdout.write(`${line}\n`);
+        }
+      }),
+    );
+  return stack;
+}
+
+function printTable(header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ');
+  process.stdout.write(`${line(header)}\n${rows.map(line).join('\n')}\n`);
+}

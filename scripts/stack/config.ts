@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { OutboxError } from 'outbox-router/errors';
+import { defaultCacheDir, defaultStateDir } from './paths';
+
+const heap = z.string().regex(/^\d+[mMgG]$/, 'a JVM size such as 512m or 1g');
+
+export const stackConfigSchema = z
+  .object({
+    stateDir: z.string().min(1).default(defaultStateDir),
+    cacheDir: z.string().min(1).default(defaultCacheDir),
+    /** JDK for Kafka and Connect (17+); default: $JAVA_HOME, the `java` on PATH, then /usr/lib/jvm/*. */
+    javaHome: z.string().min(1).optional(),
+    /** JDK for Apicurio Registry 3.3, whose classes need Java 21+; default: the first 21+ JDK found. */
+    registryJavaHome: z.string().min(1).optional(),
+    heap: z
+      .object({ kafka: heap.default('768m'), connect: heap.default('768m'), registry: heap.default('384m') })
+      .strict()
+      .prefault({}),
+    readyTimeoutMs: z.number().int().positive().default(120_000),
+  })
+  .strict();
+
+export type StackOptions = z.input<typeof stackConfigSchema>;
+export type StackConfig = Readonly<z.output<typeof stackConfigSchema>>;
+
+/** Environment variables that feed the stack's settings; options passed in code win over them. */
+export function stackOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): StackOptions {
+  const options: StackOptions = {};
+  if (env.OUTBOX_STACK_DIR) options.stateDir = env.OUTBOX_STACK_DIR;
+  if (env.OUTBOX_CACHE_DIR) options.cacheDir = env.OUTBOX_CACHE_DIR;
+  if (env.JAVA_HOME) options.javaHome = env.JAVA_HOME;
+  if (env.OUTBOX_REGISTRY_JAVA_HOME) options.registryJavaHome = env.OUTBOX_REGISTRY_JAVA_HOME;
+  if (env.OUTBOX_STACK_READY_TIMEOUT_MS) options.readyTimeoutMs = Number(env.OUTBOX_STACK_READY_TIMEOUT_MS);
+  return options;
+}
+
+const ENV_NAMES: Record<string, string> = {
+  stateDir: 'OUTBOX_STACK_DIR',
+  cacheDir: 'OUTBOX_CACHE_DIR',
+  javaHome: 'JAVA_HOME',
+  registryJavaHome: 'OUTBOX_REGISTRY_JAVA_HOME',
+  readyTimeoutMs: 'OUTBOX_STACK_READY_TIMEOUT_MS',
+};
+
+export function resolveStackConfig(options: StackOptions = {}): StackConfig {
+  const fromEnv = stackOptionsFromEnv();
+  const parsed = stackConfigSchema.safeParse({ ...fromEnv, ...options });
+  if (!parsed.success) {
+    const issues = parsed.error.issues
+      .map((i) => {
+        const key = String(i.path[0] ?? '');
+        const viaEnv = key in fromEnv && !(key in options) && ENV_NAMES[key] ? ` (from ${ENV_NAMES[key]}=${process.env[ENV_NAMES[key]]})` : '';
+        return `${i.path.join('.') || '(root)'}${viaEnv}: ${i.message}`;
+      })
+      .join('; ');
+    throw new OutboxError('CONFIG_INVALID', `Invalid stack settings: ${issues}.`, { details: { issues: parsed.error.issues } });
+  }
+  return Object.freeze({ ...parsed.data, heap: Object.freeze(parsed.data.heap) });
+}

@@ -1,0 +1,51 @@
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { STACK_VERSIONS } from './settings';
+
+import { PACKAGE_ROOT } from 'outbox-router/assets';
+
+/** The repository's root (the package root). */
+export const PROJECT_ROOT = PACKAGE_ROOT;
+
+export interface StackPaths {
+  /** Per-checkout state: rendered configs, data, logs, pid files. Ignored by git. */
+  stateDir: string;
+  configDir: string;
+  logDir: string;
+  pidDir: string;
+  kafkaDataDir: string;
+  /** Shared between checkouts and runs: downloaded jars, keyed by version. */
+  cacheDir: string;
+  kafkaLibDir: string;
+  pluginPath: string;
+  debeziumPluginDir: string;
+  registryDir: string;
+  connectTemplates: string;
+}
+
+export function stackPaths(stateDir: string, cacheDir: string): StackPaths {
+  const state = resolve(stateDir);
+  const cache = resolve(cacheDir);
+  const pluginPath = join(cache, `connect-plugins-${STACK_VERSIONS.debezium}`);
+  return Object.freeze({
+    stateDir: state,
+    configDir: join(state, 'config'),
+    logDir: join(state, 'logs'),
+    pidDir: join(state, 'pids'),
+    kafkaDataDir: join(state, 'kafka-data'),
+    cacheDir: cache,
+    kafkaLibDir: join(cache, `kafka-${STACK_VERSIONS.kafka}-lib`),
+    pluginPath,
+    debeziumPluginDir: join(pluginPath, 'debezium-connector-postgres'),
+    registryDir: join(cache, `apicurio-registry-${STACK_VERSIONS.apicurio}`),
+    connectTemplates: join(PROJECT_ROOT, 'connect'),
+  });
+}
+
+export function defaultStateDir(): string {
+  return process.env.OUTBOX_STACK_DIR || join(PROJECT_ROOT, '.stack');
+}
+
+export function defaultCacheDir(): string {
+  return process.env.OUTBOX_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'outbox-router');
+}

@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { OutboxError } from 'outbox-router/errors';
+import type { StackPaths } from './paths';
+import { aptCommand, aptInstall } from './apt-install';
+import { run, type RunResult } from './processes';
+import { POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from './settings';
+import { renderTemplateFile } from './template';
+
+const INCLUDE_LINE = "include_if_exists = 'outbox-stack.conf'";
+
+export interface PostgresInstall {
+  binDir: string;
+  major: number;
+}
+
+/** The newest PostgreSQL server Debian's packages installed under /usr/lib/postgresql. */
+export function findPostgres(): PostgresInstall | undefined {
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) return undefined;
+  const majors = readdirSync(base)
+    .map((v) => Number.parseInt(v, 10))
+    .filter((v) => Number.isInteger(v) && v >= STACK_VERSIONS.postgresMin && existsSync(join(base, String(v), 'bin', 'initdb')))
+    .sort((a, b) => b - a);
+  return majors[0] === undefined ? undefined : { binDir: join(base, String(majors[0]), 'bin'), major: majors[0] };
+}
+
+/** Installs Debian's PostgreSQL server when none is present (root only). */
+export function ensurePostgresInstalled(): PostgresInstall {
+  const found = findPostgres();
+  if (found) return found;
+  const fix = `Install it with \`${aptCommand(['postgresql'])}\` (Debian/Ubuntu), then rerun \`npm run stack:up\`.`;
+  const outcome = aptInstall(['postgresql']);
+  if (!outcome.ok && outcome.reason !== 'failed') {
+    throw new OutboxError('STACK_POSTGRES_MISSING', `No PostgreSQL ${STACK_VERSIONS.postgresMin}+ server under /usr/lib/postgresql. ${fix}`);
+  }
+  const after = findPostgres();
+  if (!outcome.ok || !after) {
+    throw new OutboxError('STACK_POSTGRES_MISSING', `Installing PostgreSQL with apt-get failed. ${fix} apt-get said:\n${outcome.ok ? '(nothing)' : outcome.output}`);
+  }
+  return after;
+}
+
+const asRoot = (): boolean => process.getuid?.() === 0;
+
+/** initdb and postgres refuse to run as root: as root we run them as the `postgres` OS user. */
+function runAsOwner(command: string, args: string[]): RunResult {
+  return asRoot() ? run('runuser', ['-u', 'postgres', '--', command, ...args]) : run(command, args);
+}
+
+function chownToPostgres(path: string): void {
+  if (asRoot()) run('chown', ['-R', 'postgres:postgres', path]);
+}
+
+export interface PostgresLayout {
+  root: string;
+  dataDir: string;
+  socketDir: string;
+  logFile: string;
+}
+
+/**
+ * Where the cluster lives. Normally `<state>/postgres`; when the `postgres` OS user cannot reach the
+ * state folder (a checkout under a private home or a mode-700 temp folder), a per-checkout folder under
+ * /var/lib/postgresql instead. The choice is remembered in the state folder so `down --clean` finds it.
+ */
+export function postgresLayout(paths: StackPaths): PostgresLayout {
+  const pointer = join(paths.stateDir, 'postgres-root');
+  let root: string;
+  if (existsSync(pointer)) {
+    root = readFileSync(pointer, 'utf8').trim();
+  } else {
+    mkdirSync(paths.stateDir, { recursive: true });
+    const reachable = !asRoot() || run('runuser', ['-u', 'postgres', '--', 'test', '-x', paths.stateDir]).status === 0;
+    root = reachable
+      ? join(paths.stateDir, 'postgres')
+      : join('/var/lib/postgresql/outbox-router', createHash('sha256').update(paths.stateDir).digest('hex').slice(0, 12));
+    writeFileSync(pointer, `${root}\n`);
+  }
+  return { root, dataDir: join(root, 'data'), socketDir: join(root, 'run'), logFile: join(root, 'postgres.log') };
+}
+
+export function initPostgres(install: PostgresInstall, paths: StackPaths, layout: PostgresLayout): boolean {
+  let created = false;
+  if (!existsSync(join(layout.dataDir, 'PG_VERSION'))) {
+    rmSync(layout.dataDir, { recursive: true, force: true });
+    mkdirSync(layout.socketDir, { recursive: true });
+    const pwfile = join(layout.root, '.pwfile');
+    writeFileSync(pwfile, `${POSTGRES.password}\n`, { mode: 0o600 });
+    chownToPostgres(layout.root);
+    const result = runAsOwner(join(install.binDir, 'initdb'), [
+      '-D', layout.dataDir, '-U', POSTGRES.user, `--pwfile=${pwfile}`, '-E', 'UTF8', '--locale=C',
+      '--auth-local=trust', '--auth-host=scram-sha-256', '--no-instructions',
+    ]);
+    rmSync(pwfile, { force: true });
+    if (result.status !== 0) {
+      throw new OutboxError('STACK_SERVICE_FAILED', `initdb failed for ${layout.dataDir}. Remove the folder (\`npm run stack:down -- --clean\`) and retry; initdb said:\n${result.output.trim()}`, { details: { service: 'postgres' } });
+    }
+    appendFileSync(join(layout.dataDir, 'postgresql.conf'), `\n# outbox-router native stack\n${INCLUDE_LINE}\n`);
+    created = true;
+  }
+  const conf = renderTemplateFile(join(paths.connectTemplates, 'postgresql.conf'), {
+    host: STACK_HOST,
+    postgresPort: STACK_PORTS.postgres,
+    socketDir: layout.socketDir,
+    walLevel: POSTGRES.walLevel,
+    maxReplicationSlots: POSTGRES.maxReplicationSlots,
+    maxWalSenders: POSTGRES.maxWalSenders,
+    maxConnections: POSTGRES.maxConnections,
+  });
+  writeFileSync(join(layout.dataDir, 'outbox-stack.conf'), conf);
+  mkdirSync(layout.socketDir, { recursive: true });
+  chmodSync(layout.root, 0o755);
+  chownToPostgres(layout.root);
+  return created;
+}
+
+export function postgresPid(layout: PostgresLayout): number | undefined {
+  const pidFile = join(layout.dataDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
+  return Number.isInteger(pid) ? pid : undefined;
+}
+
+export function postgresRunning(install: PostgresInstall, layout: PostgresLayout): boolean {
+  return existsSync(layout.dataDir) && runAsOwner(join(install.binDir, 'pg_ctl'), ['status', '-D', layout.dataDir]).status === 0;
+}
+
+export function startPostgres(install: PostgresInstall, layout: PostgresLayout): void {
+  const result = runAsOwner(join(install.binDir, 'pg_ctl'), ['start', '-D', layout.dataDir, '-l', layout.logFile, '-w', '-t', '60']);
+  if (result.status !== 0) {
+    throw new OutboxError('STACK_SERVICE_FAILED', `PostgreSQL did not start: ${result.output.trim()}`, { details: { service: 'postgres', log: layout.logFile } });
+  }
+}
+
+export function stopPostgres(install: PostgresInstall, layout: PostgresLayout): boolean {
+  if (!postgresRunning(install, layout)) return false;
+  const result = runAsOwner(join(install.binDir, 'pg_ctl'), ['stop', '-D', layout.dataDir, '-m', 'fast', '-w', '-t', '60']);
+  if (result.status !== 0) {
+    throw new OutboxError('STACK_SERVICE_FAILED', `PostgreSQL did not stop: ${result.output.trim()}`, { details: { service: 'postgres', log: layout.logFile } });
+  }
+  return true;
+}
+
+export function adminClient(database = 'postgres'): Client {
+  return new Client({
+    host: STACK_HOST,
+    port: STACK_PORTS.postgres,
+    user: POSTGRES.user,
+    password: POSTGRES.password,
+    database,
+    connectionTimeoutMillis: 2_000,
+  });
+}
+
+/** Creates the `app` database once; safe to call on every `up`. */
+export async function ensureAppDatabase(): Promise<void> {
+  const client = adminClient();
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [POSTGRES.database]);
+    if (rowCount === 0) {
+      await client.query(`CREATE DATABASE ${client.escapeIdentifier(POSTGRES.database)}`);
+    }
+  } finally {
+    await client.end();
+  }
+}
