@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from 'outbox-router/config';
 import { clientConfig, createPool, withClient } from 'outbox-router/db';
-import { ORDERS_DDL } from '../../examples/create-order';
 import { provision } from 'outbox-router/provision';
+import { ORDERS_DDL } from '../../examples/create-order';
 
 /**
  * A throw-away database per bench run on the local stack: provisioned, with the example's orders

@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import { Command, Option } from 'commander';
-import { formatBench, PARTS, runBench, type Part } from './run-bench';
+import { formatBench } from './format';
+import { runBench } from './run-bench';
+import { PARTS, type Part } from './types';
 import { PROJECT_ROOT } from '../stack/paths';
 import { action, loggerFor } from 'outbox-router/cli';
 

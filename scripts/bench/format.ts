@@ -1,6 +1,6 @@
 import Table from 'cli-table3';
 import { pipelineCpuPerEvent } from './load';
-import type { BenchResults } from './run-bench';
+import type { BenchResults } from './types';
 import type { Verdict } from './targets';
 
 /** A figure as printed: thousands grouped, NaN (not measured) as "n/a". */

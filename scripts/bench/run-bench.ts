@@ -7,87 +7,22 @@ import { loadConfig, type OutboxConfig } from 'outbox-router/config';
 import { deleteConnector, deployConnector } from 'outbox-router/connector';
 import { clientConfig } from 'outbox-router/db';
 import { createKafka } from 'outbox-router/kafka';
-import type { Logger } from 'outbox-router/log';
 import { createLogger } from 'outbox-router/log';
 import { createOutboxWriter } from 'outbox-router/producer';
-import { createStack } from '../stack/stack';
 import { measureWatchdog, type WatchdogMeasurement } from 'outbox-router/watchdog';
+import { createStack } from '../stack/stack';
 import { createBenchDatabase, type BenchDatabase } from './bench-db';
 import { chartSpec, renderChart, type ChartPoint } from './chart';
 import { startCliProcess, type CliProcess } from './cli-process';
-import { childPids, startLoad, stackMemoryMb, type Load } from './load';
-import { measurePipeline, type HandlerKind, type PipelineRun } from './pipeline';
+import { childPids, startLoad, stackMemoryMb } from './load';
+import { measurePipeline } from './pipeline';
 import { createProgress, type Progress } from './progress';
-import { measureRawKafka, type RawKafkaRun } from './raw-kafka';
-import { measureRouterThroughput, type RouterThroughputRun } from './router-throughput';
+import { measureRawKafka } from './raw-kafka';
+import { measureRouterThroughput } from './router-throughput';
 import { round } from './stats';
 import { buildVerdicts } from './verdicts';
-import type { Verdict } from './targets';
 import { measureWriter, type WriterRun } from './writer-overhead';
-import type { WriterMode } from './writer-protocol';
-
-export { formatBench } from './format';
-
-export const PARTS = ['writer', 'cdc', 'relay', 'raw', 'router', 'watchdog'] as const;
-export type Part = (typeof PARTS)[number];
-
-export interface BenchOptions {
-  /** Length of each rate step of the latency curve, s. */
-  seconds: number;
-  /** Warm-up at the first rate before each pipeline's curve (JIT), s. */
-  warmupSeconds: number;
-  /** Rates of the latency curve, events/s, in order. */
-  rates: number[];
-  /** Rates tried beyond the list to find the sustained maximum. */
-  probes: number;
-  /** Writer-overhead run length (all modes, over 3 rounds), s. */
-  writerSeconds: number;
-  concurrency: number;
-  /** How the writer child writes: plain SQL (default) or createOutboxWriter. */
-  writerMode: WriterMode;
-  /** Connections of the writer child (events in flight at most). */
-  writerConnections: number;
-  /** The handler form the pipelines' router runs. */
-  handler: HandlerKind;
-  only: Part[];
-  output: string;
-  log: Logger;
-  /** Progress bars (a terminal) or one log line per second. */
-  tty?: boolean;
-  /** Events pre-filled for the router vs raw consume comparison. */
-  routerEvents: number;
-}
-
-export interface WriterResults {
-  concurrency: number;
-  runs: WriterRun[];
-  ratio: number;
-  ratioSameStatement: number;
-  ratioDeleteAfterInsert: number;
-  target: number;
-  load: Load;
-}
-
-export interface BenchResults {
-  machine: { cpus: number; node: string; when: string; loadavgStart: number[]; loadavgEnd?: number[] };
-  options: Omit<BenchOptions, 'log' | 'tty' | 'output'> & { partitions: number };
-  writer?: WriterResults;
-  cdc?: PipelineRun;
-  relay?: PipelineRun & { settings: { workers: number; batchSize: number; pollIntervalMs: number } };
-  raw?: RawKafkaRun & { load: Load };
-  router?: RouterThroughputRun;
-  watchdog?: WatchdogMeasurement & { load: Load };
-  /** PSS of the stack's processes at the end of the run. */
-  stackMemory?: { totalMb: number; byGroup: Record<string, number> };
-  /** The latency-versus-rate chart (SVG), or why there is none. */
-  chart?: { file?: string; note?: string };
-  /** Parts that failed, with the error: the rest of the run still reports. */
-  errors: Partial<Record<Part, string>>;
-  verdicts: Verdict[];
-  /** Every target missed, with what the measurement shows about why. */
-  missed: Array<{ id: string; what: string; value: number; target: string; why: string }>;
-  durationSeconds: number;
-}
+import { type BenchOptions, type BenchResults, type Part, type WriterResults } from './types';
 
 const PARTITIONS = 4;
 

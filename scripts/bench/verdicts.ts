@@ -1,7 +1,7 @@
 import { pipelineCpuPerEvent } from './load';
 import type { PipelineRun, StepRun } from './pipeline';
 import type { RouterThroughputRun } from './router-throughput';
-import type { BenchResults } from './run-bench';
+import type { BenchResults } from './types';
 import { cpuNote, LATENCY_TARGETS, SUSTAINED_P99_MS, TARGETS, verdict, type Verdict } from './targets';
 import type { EventLoopDelay } from './writer-protocol';
 

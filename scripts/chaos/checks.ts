@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
-import { percentiles, round } from '../bench/stats';
 import type { OutboxConfig } from 'outbox-router/config';
 import { createKafka } from 'outbox-router/kafka';
 import { sleep } from 'outbox-router/retry';
+import { percentiles, round } from '../bench/stats';
 import type { WriteState } from './writers';
 
 /** What the chaos run checks afterwards, from the database and the topic, and how it times recovery. */

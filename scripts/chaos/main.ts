@@ -5,7 +5,8 @@ import { Command, Option } from 'commander';
 import { action, loggerFor } from 'outbox-router/cli';
 import { OutboxError } from 'outbox-router/errors';
 import { PROJECT_ROOT } from '../stack/paths';
-import { PROFILES, runChaos, type ChaosReport, type FaultKind, type Pipeline } from './run-chaos';
+import { PROFILES, runChaos } from './run-chaos';
+import type { ChaosReport, FaultKind, Pipeline } from './types';
 
 export function formatChaos(reports: readonly ChaosReport[]): string {
   const lines: string[] = [];

@@ -3,7 +3,6 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { round } from '../bench/stats';
 import { createCodec, registerSchemas, topicForReplacement } from 'outbox-router/codec';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from 'outbox-router/config';
 import { deleteConnector, deployConnector } from 'outbox-router/connector';
@@ -12,24 +11,14 @@ import { createKafka } from 'outbox-router/kafka';
 import type { Logger } from 'outbox-router/log';
 import { createOutboxWriter } from 'outbox-router/producer';
 import { provision } from 'outbox-router/provision';
+import { sleep } from 'outbox-router/retry';
+import { createConnectorSupervisor, type ConnectorSupervisor } from 'outbox-router/watchdog';
+import { round } from '../bench/stats';
 import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
-import { sleep } from 'outbox-router/retry';
 import { commitToHandled, countHandled, measureRecovery, scanTopic, settledSlotLag, verify } from './checks';
 import { newWriteState, writeEvents } from './writers';
-import { createConnectorSupervisor, type ConnectorSupervisor } from 'outbox-router/watchdog';
-
-export type Pipeline = 'cdc' | 'relay';
-export type FaultKind = 'kill-connect' | 'kill-relay' | 'restart-kafka' | 'restart-postgres' | 'kill-router';
-
-export interface ChaosProfile {
-  events: number;
-  aggregates: number;
-  writers: number;
-  /** Events per second the writers aim at, all together. */
-  rate: number;
-  rollbackShare: number;
-}
+import type { ChaosOptions, ChaosProfile, ChaosReport, FaultKind, FaultRecord, Pipeline } from './types';
 
 export const PROFILES: Record<'full' | 'ci', ChaosProfile> = {
   full: { events: 20_000, aggregates: 200, writers: 4, rate: 250, rollbackShare: 0.1 },
@@ -48,46 +37,6 @@ export function faultPlan(pipeline: Pipeline): Array<{ at: number; kind: FaultKi
     { at: 0.75, kind: killCdc },
     { at: 0.85, kind: 'kill-router' },
   ];
-}
-
-export interface FaultRecord {
-  kind: FaultKind;
-  /** Committed events when it was injected. */
-  atCommitted: number;
-  /** Until an event committed after the fault was handled. */
-  recoveryMs: number | null;
-  notes: string[];
-}
-
-export interface ChaosReport {
-  pipeline: Pipeline;
-  profile: ChaosProfile;
-  events: { attempted: number; committed: number; rolledBack: number; notCommittedOnError: number; ambiguousCommits: number };
-  faults: FaultRecord[];
-  lost: number;
-  phantom: number;
-  doubleApplied: number;
-  orderViolations: number;
-  /** Records on the topic beyond one per committed event: the at-least-once window. */
-  duplicatesDelivered: number;
-  recordsOnTopic: number;
-  slotLagBytes: number | null;
-  commitToHandledMs: Record<string, number>;
-  seconds: number;
-  ok: boolean;
-  /** FAILED connector tasks the watchdog's supervisor restarted (CDC): each is a finding about Debezium. */
-  connectorRestarts: string[];
-}
-
-export interface ChaosOptions {
-  pipeline: Pipeline;
-  /** Where the router's and relay's logs go (default reports/). */
-  logDir?: string;
-  /** Only these fault kinds of the plan (default: all). */
-  only?: readonly FaultKind[];
-  profile: ChaosProfile;
-  log: Logger;
-  progress?: (line: string) => void;
 }
 
 const HANDLERS_JS = `module.exports = { order: { OrderCreated: async (event, { tx }) => {

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import type { OutboxWriter } from 'outbox-router/producer';
 import { sleep } from 'outbox-router/retry';
-import type { ChaosProfile } from './run-chaos';
+import type { ChaosProfile } from './types';
 
 /** The chaos run's writers: disjoint aggregates, rolled-back transactions, ambiguous commits resolved. */
 

@@ -5,14 +5,14 @@ import type { OutboxConfig } from 'outbox-router/config';
 import { deployConnector } from 'outbox-router/connector';
 import { createPool } from 'outbox-router/db';
 import { createKafka } from 'outbox-router/kafka';
-import { ORDERS_DDL, createOrder } from '../../examples/create-order';
-import exampleHandlers from '../../examples/order-handlers';
 import type { Logger } from 'outbox-router/log';
 import { createOutboxWriter } from 'outbox-router/producer';
 import { provision } from 'outbox-router/provision';
 import { createRouter, type EventTypeHandler, type HandlerContext, type Handlers, type RoutedEvent } from 'outbox-router/router';
-import { createStack } from '../stack/stack';
 import { createConnectorSupervisor, createWatchdog } from 'outbox-router/watchdog';
+import { ORDERS_DDL, createOrder } from '../../examples/create-order';
+import exampleHandlers from '../../examples/order-handlers';
+import { createStack } from '../stack/stack';
 import { percentiles, round } from '../bench/stats';
 
 export interface DemoOptions {

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BenchResults } from '../../scripts/bench/run-bench';
+import type { BenchResults } from '../../scripts/bench/types';
 import { PROJECT_ROOT } from '../../scripts/stack/paths';
 
 jest.setTimeout(600_000);

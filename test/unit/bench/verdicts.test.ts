@@ -1,7 +1,7 @@
 import { formatBench, formatValue, formatVerdicts } from '../../../scripts/bench/format';
 import type { Load } from '../../../scripts/bench/load';
 import type { PipelineRun, StepRun } from '../../../scripts/bench/pipeline';
-import type { BenchResults } from '../../../scripts/bench/run-bench';
+import type { BenchResults } from '../../../scripts/bench/types';
 import { buildVerdicts } from '../../../scripts/bench/verdicts';
 
 const load: Load = { seconds: 5, cores: 2, machineBusyPct: 196, cpuPct: { postgres: 90, benchNode: 70, connect: 30 }, dbXactPerSec: 1500 };

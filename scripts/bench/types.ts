@@ -1,0 +1,71 @@
+/** The bench's options and results, shared by the orchestrator (run-bench.ts), the report and the verdicts. */
+import type { Logger } from 'outbox-router/log';
+import type { WatchdogMeasurement } from 'outbox-router/watchdog';
+import type { Load } from './load';
+import type { HandlerKind, PipelineRun } from './pipeline';
+import type { RawKafkaRun } from './raw-kafka';
+import type { RouterThroughputRun } from './router-throughput';
+import type { Verdict } from './targets';
+import type { WriterRun } from './writer-overhead';
+import type { WriterMode } from './writer-protocol';
+
+export const PARTS = ['writer', 'cdc', 'relay', 'raw', 'router', 'watchdog'] as const;
+export type Part = (typeof PARTS)[number];
+
+export interface BenchOptions {
+  /** Length of each rate step of the latency curve, s. */
+  seconds: number;
+  /** Warm-up at the first rate before each pipeline's curve (JIT), s. */
+  warmupSeconds: number;
+  /** Rates of the latency curve, events/s, in order. */
+  rates: number[];
+  /** Rates tried beyond the list to find the sustained maximum. */
+  probes: number;
+  /** Writer-overhead run length (all modes, over 3 rounds), s. */
+  writerSeconds: number;
+  concurrency: number;
+  /** How the writer child writes: plain SQL (default) or createOutboxWriter. */
+  writerMode: WriterMode;
+  /** Connections of the writer child (events in flight at most). */
+  writerConnections: number;
+  /** The handler form the pipelines' router runs. */
+  handler: HandlerKind;
+  only: Part[];
+  output: string;
+  log: Logger;
+  /** Progress bars (a terminal) or one log line per second. */
+  tty?: boolean;
+  /** Events pre-filled for the router vs raw consume comparison. */
+  routerEvents: number;
+}
+
+export interface WriterResults {
+  concurrency: number;
+  runs: WriterRun[];
+  ratio: number;
+  ratioSameStatement: number;
+  ratioDeleteAfterInsert: number;
+  target: number;
+  load: Load;
+}
+
+export interface BenchResults {
+  machine: { cpus: number; node: string; when: string; loadavgStart: number[]; loadavgEnd?: number[] };
+  options: Omit<BenchOptions, 'log' | 'tty' | 'output'> & { partitions: number };
+  writer?: WriterResults;
+  cdc?: PipelineRun;
+  relay?: PipelineRun & { settings: { workers: number; batchSize: number; pollIntervalMs: number } };
+  raw?: RawKafkaRun & { load: Load };
+  router?: RouterThroughputRun;
+  watchdog?: WatchdogMeasurement & { load: Load };
+  /** PSS of the stack's processes at the end of the run. */
+  stackMemory?: { totalMb: number; byGroup: Record<string, number> };
+  /** The latency-versus-rate chart (SVG), or why there is none. */
+  chart?: { file?: string; note?: string };
+  /** Parts that failed, with the error: the rest of the run still reports. */
+  errors: Partial<Record<Part, string>>;
+  verdicts: Verdict[];
+  /** Every target missed, with what the measurement shows about why. */
+  missed: Array<{ id: string; what: string; value: number; target: string; why: string }>;
+  durationSeconds: number;
+}
