@@ -2,7 +2,7 @@
  * The source article's CreateOrder: the order row and its OrderCreated event commit in ONE transaction,
  * so there is never an order without its event, nor an event without its order.
  *
- *   node dist/examples/create-order.js            # one order on the local stack (after db:provision
+ *   node build/examples/create-order.js            # one order on the local stack (after db:provision
  *                                                   # and schemas:register)
  */
 import { randomUUID } from 'node:crypto';
@@ -75,7 +75,7 @@ export async function createOrder(pool: Pool, outbox: OutboxWriter, order: NewOr
   }
 }
 
-/** `node dist/examples/create-order.js`: one order on the configured database (default: the local stack). */
+/** `node build/examples/create-order.js`: one order on the configured database (default: the local stack). */
 async function main(): Promise<void> {
   const { loadConfig } = await import('outbox-router/config');
   const { createCodec, topicForReplacement } = await import('outbox-router/codec');

@@ -1,5 +1,5 @@
 /**
- * Example handlers for `outbox router --handlers dist/examples/order-handlers.js`. Each runs inside the
+ * Example handlers for `outbox router --handlers build/examples/order-handlers.js`. Each runs inside the
  * inbox transaction (`ctx.tx`): its writes commit together with the inbox rows, so a redelivered event
  * is skipped and the effect happens once.
  *

@@ -5,7 +5,7 @@
  *
  * - writer: a forked child (children/writer.ts) writing one event per autocommitted transaction at a
  *   fixed rate, the payload stamped with the database's `clock_timestamp()` at insert;
- * - router: `node dist/cli/main.js router --handlers dist/bench/children/handlers.js`, whose handler
+ * - router: `node dist/cli/main.js router --handlers build/scripts/bench/children/handlers.js`, whose handler
  *   records `clock_timestamp()` in its effect row inside the inbox transaction;
  * - relay (relay pipeline): `node dist/cli/main.js relay`.
  *

@@ -11,7 +11,7 @@ export interface WriterProcess {
   stop(): Promise<void>;
 }
 
-/** Forks the writer child (dist/bench/children/writer.js) and waits until its connections are open. */
+/** Forks the writer child (build/scripts/bench/children/writer.js) and waits until its connections are open. */
 export async function startWriterProcess(config: OutboxConfig, mode: WriterMode, connections: number): Promise<WriterProcess> {
   const child: ChildProcess = fork(DIST.writer, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let listener: ((m: WriterReply) => void) | undefined;

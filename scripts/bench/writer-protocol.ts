@@ -1,4 +1,4 @@
-/** Messages between the bench and its writer child (src/bench/children/writer.ts), over the IPC channel. */
+/** Messages between the bench and its writer child (scripts/bench/children/writer.ts), over the IPC channel. */
 import type { OutboxConfig } from 'outbox-router/config';
 import type { PacedRun } from './pacing';
 

@@ -19,7 +19,7 @@ describe('outbox router: a start that fails', () => {
       await admin.createTopics({ waitForLeaders: true, topics: [{ topic: dlq, numPartitions: 1 }] });
       // Passes the check made before anything connects, fails the one at start against the topics that exist.
       const pattern = `^outbox\\.(event|dlq)\\.${name}$`;
-      const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), 'router', '--handlers', join(PROJECT_ROOT, 'dist/examples/order-handlers.js'), '--topics', pattern, '--metrics-port', '0', '--consumer', name], {
+      const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), 'router', '--handlers', join(PROJECT_ROOT, 'build/examples/order-handlers.js'), '--topics', pattern, '--metrics-port', '0', '--consumer', name], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';

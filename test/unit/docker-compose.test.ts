@@ -1,6 +1,6 @@
 /**
  * docker-compose.yml must run the same stack as the native one: ports, versions and settings from
- * src/stack/settings.ts and connect/*.properties. No Docker needed: the file is only parsed.
+ * scripts/stack/settings.ts and connect/*.properties. No Docker needed: the file is only parsed.
  */
 import { readFileSync } from 'fs';
 import { join } from 'path';
@@ -167,7 +167,7 @@ describe('docker-compose.yml', () => {
     });
   });
 
-  describe('JVM flags and heaps of src/stack/services.ts', () => {
+  describe('JVM flags and heaps of scripts/stack/services.ts', () => {
     const heap = resolveStackConfig().heap;
     const words = (value: string | undefined) => (value ?? '').split(/\s+/);
 

@@ -1,6 +1,6 @@
 /**
  * The bench's handlers module, loaded by the real router CLI (`outbox router --handlers
- * dist/bench/children/handlers.js`). Each handled event gets one effect row in bench_handled, written
+ * build/scripts/bench/children/handlers.js`). Each handled event gets one effect row in bench_handled, written
  * in the router's inbox transaction, with `clock_timestamp()` as handled_at: the database clock, the
  * same one that stamped writtenAt at insert. The record's Kafka timestamp (broker LogAppendTime on the
  * bench topics) goes in kafka_at, so commit → Kafka | Kafka → handled is split on real timestamps.

@@ -1,7 +1,7 @@
 /**
- * The bench's writer, a child process of its own (forked by src/bench/writer-process.ts), so the
+ * The bench's writer, a child process of its own (forked by scripts/bench/writer-process.ts), so the
  * writer never shares an event loop with the router, the relay or the measuring. It writes one event
- * per autocommitted transaction at a fixed rate (src/bench/pacing.ts) and stamps the DATABASE clock:
+ * per autocommitted transaction at a fixed rate (scripts/bench/pacing.ts) and stamps the DATABASE clock:
  *
  * - `sql`: one plain INSERT … SELECT whose JSON payload carries `writtenAt: clock_timestamp()` and the
  *   step's label (a named prepared statement, autocommitted);

@@ -1,4 +1,4 @@
-/** src/stack/config.ts: defaults, environment, precedence and validation of the stack settings. */
+/** scripts/stack/config.ts: defaults, environment, precedence and validation of the stack settings. */
 import { OutboxError, isOutboxError } from '../../../src/errors';
 import { resolveStackConfig, stackOptionsFromEnv, type StackOptions } from '../../../scripts/stack/config';
 import { PROJECT_ROOT } from '../../../scripts/stack/paths';

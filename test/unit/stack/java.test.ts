@@ -1,4 +1,4 @@
-/** src/stack/java.ts: reading a JDK's version from its home, with fake JDK folders in a temp dir. */
+/** scripts/stack/java.ts: reading a JDK's version from its home, with fake JDK folders in a temp dir. */
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-/** src/stack/paths.ts: where state and the version-keyed jar cache live. */
+/** scripts/stack/paths.ts: where state and the version-keyed jar cache live. */
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { PROJECT_ROOT, stackPaths } from '../../../scripts/stack/paths';
 import { STACK_VERSIONS } from '../../../scripts/stack/settings';

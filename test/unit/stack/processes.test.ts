@@ -1,5 +1,5 @@
 /**
- * src/stack/processes.ts: pid files, liveness, ownership markers, log tails, RSS and port checks.
+ * scripts/stack/processes.ts: pid files, liveness, ownership markers, log tails, RSS and port checks.
  * Only local things: files in a temp dir, this process, a `sleep` child, and ports on 127.0.0.1
  * that the test binds itself (ephemeral, never the stack's).
  */
@@ -137,7 +137,7 @@ describe('tailLines', () => {
   });
 
   it('returns no lines when asked for 0 (`outbox stack logs -n 0`)', () => {
-    // Regression test, fixed (src/stack/processes.ts tailLines): `all.slice(-lines)` with lines = 0 is `slice(-0)` = `slice(0)`,
+    // Regression test, fixed (scripts/stack/processes.ts tailLines): `all.slice(-lines)` with lines = 0 is `slice(-0)` = `slice(0)`,
     // the whole file. `outbox stack logs -n 0` therefore dumps every log in full (tail -n 0 prints nothing).
     // Fix: `return lines > 0 ? all.slice(-lines) : [];`
     expect(tailLines(file(), 0)).toEqual([]);
@@ -260,7 +260,7 @@ describe('spawnDetached and stopProcess', () => {
   });
 
   it('a command that cannot start gives STACK_SERVICE_FAILED, and its spawn error is handled', () => {
-    // Regression test, fixed (src/stack/processes.ts spawnDetached): when spawn fails (ENOENT/EACCES) it throws the
+    // Regression test, fixed (scripts/stack/processes.ts spawnDetached): when spawn fails (ENOENT/EACCES) it throws the
     // OutboxError but leaves the ChildProcess without an 'error' listener; on the next tick Node emits
     // 'error' and, unhandled, it crashes the process ("Unhandled 'error' event ... spawn ENOENT"), so
     // the friendly message is never seen. Fix: `child.once('error', () => {})` (or record it) before

@@ -1,4 +1,4 @@
-/** src/stack/services.ts: the JVM command lines of the native stack (flags for a 2-core machine). */
+/** scripts/stack/services.ts: the JVM command lines of the native stack (flags for a 2-core machine). */
 import { resolveStackConfig } from '../../../scripts/stack/config';
 import type { JavaRuntime } from '../../../scripts/stack/java';
 import { stackPaths } from '../../../scripts/stack/paths';

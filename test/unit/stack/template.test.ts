@@ -1,6 +1,6 @@
 /**
- * src/stack/template.ts, and the real templates in connect/ rendered with the values the stack passes
- * (renderConfigs in src/stack/stack.ts, initPostgres in src/stack/postgres.ts).
+ * scripts/stack/template.ts, and the real templates in connect/ rendered with the values the stack passes
+ * (renderConfigs in scripts/stack/stack.ts, initPostgres in scripts/stack/postgres.ts).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,7 +40,7 @@ describe('renderTemplate', () => {
   });
 
   it('throws for a placeholder whose name is an Object.prototype member', () => {
-    // Regression test, fixed (src/stack/template.ts): `values[key]` also finds inherited members, so `${constructor}` or
+    // Regression test, fixed (scripts/stack/template.ts): `values[key]` also finds inherited members, so `${constructor}` or
     // `${toString}` with no such value renders "function Object() { [native code] }" instead of throwing.
     // Fix: look up with Object.hasOwn(values, key).
     expect(thrown(() => renderTemplate('a=${constructor}', {})).code).toBe('CONFIG_INVALID');
@@ -95,10 +95,10 @@ describe('parseProperties', () => {
 describe('the real templates in connect/', () => {
   const connectDir = join(PROJECT_ROOT, 'connect');
   const paths = stackPaths('/tmp/outbox-template-test/state', '/tmp/outbox-template-test/cache');
-  /** The values renderConfigs() in src/stack/stack.ts passes. */
+  /** The values renderConfigs() in scripts/stack/stack.ts passes. */
   const jvmValues = jvmTemplateValues(paths);
   const socketDir = '/tmp/outbox-template-test/postgres/run';
-  /** The values initPostgres() in src/stack/postgres.ts passes. */
+  /** The values initPostgres() in scripts/stack/postgres.ts passes. */
   const postgresValues = {
     host: STACK_HOST,
     postgresPort: STACK_PORTS.postgres,

@@ -1,5 +1,5 @@
 /**
- * The Maven poms under connect/maven/ must declare the versions of src/stack/settings.ts as their
+ * The Maven poms under connect/maven/ must declare the versions of scripts/stack/settings.ts as their
  * defaults (fetch-jars passes them with -D too, but `mvn -f ...` by hand must fetch the same jars),
  * and the Debezium plugin folder must never receive Kafka or SLF4J jars.
  */
@@ -88,7 +88,7 @@ describe('connect/maven/debezium-plugin/pom.xml', () => {
   });
 });
 
-describe('jar cache folders (src/stack/fetch-jars.ts)', () => {
+describe('jar cache folders (scripts/stack/fetch-jars.ts)', () => {
   const paths = stackPaths('/tmp/outbox-versions-test/state', '/tmp/outbox-versions-test/cache');
   const sets = jarSets(paths);
 

@@ -1,5 +1,5 @@
 /**
- * test/support/alertmanager.ts ensureAlertmanager and src/stack/apt-install.ts: when `npm test` installs
+ * test/support/alertmanager.ts ensureAlertmanager and scripts/stack/apt-install.ts: when `npm test` installs
  * Alertmanager itself. The machine is never touched: the runner, `which`, root check and file check are fakes.
  */
 import { aptInstall } from '../../../scripts/stack/apt-install';
