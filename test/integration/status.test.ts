@@ -138,6 +138,15 @@ describe('outbox status (real stack)', () => {
     // Connect answers; the random connector is not deployed: that, and the missing slot, are critical.
     expect(status.connector).toMatchObject({ ok: true, deployed: false, name: config.connector.name, tasks: [] });
     expect(status.stack.ok).toBe(true);
+    // The local stack's services, probed on their ports (the library does not read the harness's pid files).
+    if (!status.stack.ok) throw new Error(`stack section failed: ${status.stack.error}`);
+    expect(status.stack.local).toBe(true);
+    expect(status.stack.services.map((s) => [s.name, s.running, s.ready])).toEqual([
+      ['postgres', true, true],
+      ['kafka', true, true],
+      ['registry', true, true],
+      ['connect', true, true],
+    ]);
     expect(status.watchdog.ok).toBe(true);
     expect(status.verdict).toMatchObject({ level: 'CRITICAL', exitCode: 2 });
     const reasons = status.verdict.reasons.map((r) => r.message);
