@@ -5,7 +5,6 @@ import type { OutboxConfig } from 'outbox-router/config';
 import { deployConnector } from 'outbox-router/connector';
 import { createPool } from 'outbox-router/db';
 import { createKafka } from 'outbox-router/kafka';
-import type { Logger } from 'outbox-router/log';
 import { createOutboxWriter } from 'outbox-router/producer';
 import { provision } from 'outbox-router/provision';
 import { createRouter, type EventTypeHandler, type HandlerContext, type Handlers, type RoutedEvent } from 'outbox-router/router';
@@ -14,53 +13,7 @@ import { ORDERS_DDL, createOrder } from '../../examples/create-order';
 import exampleHandlers from '../../examples/order-handlers';
 import { createStack } from '../stack/stack';
 import { percentiles, round } from '../bench/stats';
-
-export interface DemoOptions {
-  config: OutboxConfig;
-  events: number;
-  /** Orders per second the writers aim at. */
-  rate: number;
-  /** Share of transactions rolled back on purpose, 0..1. */
-  rollbackShare: number;
-  /** Leave the stack running at the end (it is always left running if it was running before). */
-  keep: boolean;
-  log: Logger;
-  /** Progress of the write and handle phases (a progress bar on a terminal, log lines otherwise). */
-  progress?: (phase: 'write' | 'handle', done: number, total: number) => void;
-  /** Extra parts started after the router and stopped at the end (the watchdog). */
-  companions?: Array<{ name: string; start(): Promise<void>; stop(): Promise<void>; summary?(): Record<string, unknown> }>;
-  /** Gives up waiting for the last events after this long. */
-  drainTimeoutMs?: number;
-  /**
-   * Seconds of unmeasured orders at `rate` before the measured ones (default 20): the JVMs' JIT, Connect's
-   * producer, the router's group and the database's caches warm up on them, so a first run on a cold stack
-   * reports the same percentiles as a warm one. 0 skips the warm-up.
-   */
-  warmupSeconds?: number;
-}
-
-export interface DemoSummary {
-  consumer: string;
-  committed: number;
-  rolledBack: number;
-  handled: number;
-  handledTwice: number;
-  notHandled: number;
-  rolledBackSeen: number;
-  duplicatesSkipped: number;
-  deadLettered: number;
-  commitToHandledMs: Record<string, number>;
-  /**
-   * Before the measured window: the stack (started or found running), then stack up → pipeline ready
-   * (database provisioned, schemas registered, connector streaming, router joined), then the warm-up.
-   * Warm-up events are not in any count or percentile above.
-   */
-  coldStart: { stackSeconds: number; readySeconds: number; warmupSeconds: number; warmupEvents: number; warmupHandled: number };
-  slot: { name: string; active: boolean | null; lagBytes: number | null; walStatus: string | null };
-  companions: Record<string, Record<string, unknown>>;
-  seconds: number;
-  ok: boolean;
-}
+import type { DemoOptions, DemoSummary } from './types';
 
 /** The demo's own record of what the handler saw, written in the handler's transaction. */
 const DEMO_DDL = `CREATE TABLE IF NOT EXISTS demo_handled (

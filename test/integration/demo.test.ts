@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../scripts/stack/paths';
-import type { DemoSummary } from '../../scripts/demo/run-demo';
+import type { DemoSummary } from '../../scripts/demo/types';
 
 jest.setTimeout(300_000);
 

@@ -1,7 +1,8 @@
 /**
  * The library apart from the development harness, and a package users can import:
  * - src/ (the library) never imports scripts/, examples/ or test/; scripts/ and examples/ import the
- *   library only as `outbox-router` or `outbox-router/<part>`, a subpath of the `exports` map;
+ *   library only as `outbox-router` or `outbox-router/<part>`, a subpath of the `exports` map; scripts/
+ *   has no import cycles;
  * - every `exports` target is built, and importing the writer (`outbox-router/producer`, resolved through
  *   the exports map as a user's code resolves it) loads neither Kafka, the harness nor progress bars;
  * - the packed package (`npm pack --dry-run`) holds no harness and no dist file without a source in src/.
@@ -75,6 +76,27 @@ describe('layout: the library apart from the harness', () => {
     for (const file of tsFiles(join(root, 'examples'))) {
       for (const s of specifiers(readFileSync(file, 'utf8'))) expect(s.startsWith('.') ? target(file, s) : s).not.toMatch(/^scripts/);
     }
+  });
+
+  it('scripts/ has no import cycles (types live beside the orchestrators, not inside them)', () => {
+    const files = new Set(tsFiles(join(root, 'scripts')));
+    const resolveLocal = (from: string, s: string): string | undefined =>
+      [`${resolve(dirname(from), s)}.ts`, join(resolve(dirname(from), s), 'index.ts')].find((f) => files.has(f));
+    const edges = new Map([...files].map((f) => [f, specifiers(readFileSync(f, 'utf8')).filter((s) => s.startsWith('.')).flatMap((s) => resolveLocal(f, s) ?? [])]));
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === 'done') return;
+      if (state.get(file) === 'open') {
+        cycles.push([...path.slice(path.indexOf(file)), file].map((f) => relative(root, f)).join(' → '));
+        return;
+      }
+      state.set(file, 'open');
+      for (const next of edges.get(file) ?? []) visit(next, [...path, file]);
+      state.set(file, 'done');
+    };
+    for (const file of files) visit(file, []);
+    expect(cycles).toEqual([]);
   });
 
   it('offers the parts the design names as subpaths, each with types, mapped to src/ for tests and typecheck', () => {
