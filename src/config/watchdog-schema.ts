@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { EnvSetting } from './env-setting';
+import { STACK_HOST, STACK_PORTS } from './local-stack';
 
 /**
  * Settings of the watchdog (src/watchdog). Part of the root schema as `watchdog`. Defaults follow the
@@ -118,6 +119,9 @@ export const watchdogSchema = z
     runbookUrl: url.default('https://github.com/outbox-router/outbox-router/blob/main/docs/watchdog.md#troubleshooting'),
     delivery: watchdogDeliverySchema.prefault({}),
     rules: watchdogRulesSchema.prefault({}),
+    /** `outbox watchdog`'s /metrics, /livez, /readyz and /healthz. */
+    metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.watchdogMetrics),
+    metricsHost: z.string().min(1).default(STACK_HOST),
   })
   .strict();
 
@@ -143,4 +147,6 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_INACTIVE_CRITICAL_MS', path: ['watchdog', 'rules', 'inactiveMs', 'critical'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_WARNING_MS', path: ['watchdog', 'rules', 'stalledMs', 'warning'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_CRITICAL_MS', path: ['watchdog', 'rules', 'stalledMs', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_METRICS_PORT', path: ['watchdog', 'metricsPort'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_METRICS_HOST', path: ['watchdog', 'metricsHost'] },
 ];
