@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
 import { benchCommand } from './bench-command';
+import { configCommand } from './config-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { demoCommand } from './demo-command';
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
+  program.addCommand(configCommand());
   program.addCommand(demoCommand());
   program.addCommand(benchCommand());
   return program;
