@@ -30,6 +30,6 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown, source: Pa
     return `${source.prefix ?? ''}${path || '(top level)'}${source.origin?.(path) ?? ''}: ${issue.message}${shown}`;
   });
   throw new OutboxError('CONFIG_INVALID', `${source.heading}:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
-    details: { fields: parsed.error.issues.map((i) => i.path.join('.')), problems },
+    details: { fields: parsed.error.issues.map((i) => i.path.join('.')) },
   });
 }
