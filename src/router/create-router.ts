@@ -1,13 +1,12 @@
-import { Partitioners, type Producer } from 'kafkajs';
-import type { Pool } from 'pg';
+import { Partitioners } from 'kafkajs';
 import { createCodec } from '../codec';
-import { createPool, qualified } from '../db';
+import { createPool } from '../db';
 import { createKafka } from '../kafka';
 import { createLogger } from '../log';
 import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
-import { createDlqTopics, type DlqTopics } from './dlq-topics';
+import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
-import type { RouterDeps } from './record-context';
+import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
 import { createSubscription } from './subscription';
@@ -123,35 +122,5 @@ export function createRouter(options: RouterOptions): Router {
     health,
     ready: () => health().joined && !rt.rebalancing,
     status: () => lifecycle.status(),
-  };
-}
-
-/** Everything a record needs that outlives a batch: built once, when start() has the pool. */
-function routerDeps(rt: RouterRuntime, db: Pool, codec: RouterDeps['codec'], dlqs: DlqTopics): RouterDeps {
-  const { settings, options } = rt;
-  return {
-    handlers: options.handlers,
-    codec,
-    pool: db,
-    inboxTable: qualified(options.config.outbox.schema, options.config.outbox.inboxTable),
-    consumer: settings.consumer,
-    maxAttempts: settings.maxAttempts,
-    backoff: settings.backoff,
-    infrastructureBackoff: settings.infrastructureBackoff,
-    aggregateTypeOf: rt.aggregateTypeOf,
-    dlqTopicFor: rt.dlqTopicFor,
-    sendDeadLetter: async (topic, message, source) => {
-      // Never auto-created with broker defaults (a finite retention would delete the only copy).
-      await dlqs.ensure(new Map([[topic, source]]));
-      await (rt.producer as Producer).send({ topic, acks: -1, messages: [message] });
-    },
-    stats: rt.stats,
-    emit: (name, data) => rt.events.emit(name, data),
-    random: options.random,
-    policyFor: (aggregateType) => settings.policies[aggregateType] ?? settings.defaultPolicy,
-    unknownEventType: settings.unknownEventType,
-    unknownEventTypes: settings.unknownEventTypes,
-    handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
-    payloadSchemas: options.payloadSchemas,
   };
 }

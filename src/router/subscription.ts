@@ -29,37 +29,8 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
     return new Set(matches.filter((t) => !dlqTopics.has(t)).sort());
   }
 
-  function newConsumer(): Consumer {
-    const c = rt.kafka.consumer({
-      groupId: settings.groupId,
-      maxWaitTimeInMs: settings.maxWaitTimeInMs,
-      sessionTimeout: settings.sessionTimeoutMs,
-      heartbeatInterval: rt.heartbeatIntervalMs,
-      allowAutoTopicCreation: false,
-    });
-    c.on(c.events.GROUP_JOIN, (e) => {
-      if (rt.consumer !== c) return;
-      rt.joined = true;
-      rt.rebalancing = false;
-      // A hook for what must follow an assignment (e.g. reloading state for the partitions now owned).
-      rt.events.emit('router.group-join', { groupId: e.payload.groupId, memberId: e.payload.memberId, assignment: e.payload.memberAssignment });
-    });
-    c.on(c.events.REBALANCING, () => {
-      if (rt.consumer === c) rt.rebalancing = true;
-    });
-    c.on(c.events.CRASH, (e) => {
-      // kafkajs restarts itself after a retriable crash; until it rejoins, the router is not healthy.
-      if (rt.consumer === c) rt.joined = false;
-      logger.error({ event: 'router.crash', error: e.payload.error?.message, restart: e.payload.restart }, 'router.crash');
-    });
-    c.on(c.events.STOP, () => {
-      if (rt.consumer === c) rt.joined = false;
-    });
-    return c;
-  }
-
   async function startConsumer(topics: Set<string>): Promise<void> {
-    const c = newConsumer();
+    const c = newConsumer(rt);
     rt.consumer = c;
     rt.committer = undefined;
     rt.joined = false;
@@ -129,4 +100,35 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
   }
 
   return { matchingTopics, startConsumer, refreshTopics, idle: async () => void (await refreshing) };
+}
+
+/** A consumer of the router's group whose events keep RouterRuntime's membership flags. */
+function newConsumer(rt: RouterRuntime): Consumer {
+  const { settings, logger } = rt;
+  const c = rt.kafka.consumer({
+    groupId: settings.groupId,
+    maxWaitTimeInMs: settings.maxWaitTimeInMs,
+    sessionTimeout: settings.sessionTimeoutMs,
+    heartbeatInterval: rt.heartbeatIntervalMs,
+    allowAutoTopicCreation: false,
+  });
+  c.on(c.events.GROUP_JOIN, (e) => {
+    if (rt.consumer !== c) return;
+    rt.joined = true;
+    rt.rebalancing = false;
+    // A hook for what must follow an assignment (e.g. reloading state for the partitions now owned).
+    rt.events.emit('router.group-join', { groupId: e.payload.groupId, memberId: e.payload.memberId, assignment: e.payload.memberAssignment });
+  });
+  c.on(c.events.REBALANCING, () => {
+    if (rt.consumer === c) rt.rebalancing = true;
+  });
+  c.on(c.events.CRASH, (e) => {
+    // kafkajs restarts itself after a retriable crash; until it rejoins, the router is not healthy.
+    if (rt.consumer === c) rt.joined = false;
+    logger.error({ event: 'router.crash', error: e.payload.error?.message, restart: e.payload.restart }, 'router.crash');
+  });
+  c.on(c.events.STOP, () => {
+    if (rt.consumer === c) rt.joined = false;
+  });
+  return c;
 }
