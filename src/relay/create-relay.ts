@@ -106,13 +106,19 @@ export function createRelay(options: RelayOptions): Relay {
 
   const lifecycle = createLifecycle('relay', { start, stop });
   const running = () => lifecycle.state === 'running';
+  /** The stop in progress: relay.stopped is emitted once per stop. */
+  let stopping: Promise<void> | undefined;
   return {
     settings,
     start: () => lifecycle.start(),
-    async stop() {
-      if (lifecycle.state !== 'running' && lifecycle.state !== 'starting') return;
-      await lifecycle.stop();
-      rt.events.emit('relay.stopped', { ...rt.stats });
+    stop() {
+      if (!stopping && (lifecycle.state === 'running' || lifecycle.state === 'starting')) {
+        stopping = lifecycle
+          .stop()
+          .then(() => rt.events.emit('relay.stopped', { ...rt.stats }))
+          .finally(() => (stopping = undefined));
+      }
+      return stopping ?? lifecycle.stop();
     },
     stats: () => ({ ...rt.stats, blockedKeys: rt.blocks.reduce((n, b) => n + (b?.size() ?? 0), 0) }),
     health: () => ({ running: running(), workers: settings.workers, listening: rt.listener?.listening() ?? false }),
