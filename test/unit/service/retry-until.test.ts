@@ -34,6 +34,19 @@ describe('retryUntil', () => {
     const stopped = await retryUntil(() => Promise.reject(new Error('x')), { signal: new AbortController().signal, backoff: fast, stopped: () => true });
     expect(stopped).toEqual({ done: false });
   });
+
+  it('throws at once a failure that shouldRetry refuses (one that cannot pass by waiting)', async () => {
+    let calls = 0;
+    const refused = retryUntil(
+      async () => {
+        calls++;
+        throw new Error('MESSAGE_TOO_LARGE');
+      },
+      { signal: new AbortController().signal, backoff: fast, shouldRetry: (e) => (e as Error).message !== 'MESSAGE_TOO_LARGE' },
+    );
+    await expect(refused).rejects.toThrow('MESSAGE_TOO_LARGE');
+    expect(calls).toBe(1);
+  });
 });
 
 describe('repeatUntilAborted', () => {
