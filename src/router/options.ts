@@ -79,24 +79,24 @@ export interface ResolvedSettings {
   parkKeys: boolean;
 }
 
-/** `config.router`'s settings, overridden by the ones given to createRouter. */
+/** What createRouter takes that is not a setting (objects and functions). */
+const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
+
+/**
+ * `config.router`'s settings, each overridden by the one given to createRouter; keys that are neither
+ * are kept, so the strict schema names them.
+ */
 function settingsInput(options: RouterOptions): Record<string, unknown> {
   const fromConfig = (options.config.router ?? {}) as Record<string, unknown>;
-  const given = options as unknown as Record<string, unknown>;
+  const given = Object.entries(options).filter(([key, value]) => !OBJECT_OPTIONS.has(key) && value !== undefined);
   const input: Record<string, unknown> = {};
-  for (const key of ROUTER_SETTING_KEYS) {
-    const value = given[key] !== undefined ? given[key] : fromConfig[key];
-    if (value !== undefined) input[key] = value;
-  }
-  return input;
+  for (const key of ROUTER_SETTING_KEYS) if (fromConfig[key] !== undefined) input[key] = fromConfig[key];
+  return { ...input, ...Object.fromEntries(given) };
 }
-
-const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
 
 export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
   const { handlers } = options;
-  const unknown = Object.keys(options).filter((k) => !OBJECT_OPTIONS.has(k) && !(ROUTER_SETTING_KEYS as readonly string[]).includes(k));
-  const s = parse(routerSettingsSchema, { ...settingsInput(options), ...Object.fromEntries(unknown.map((k) => [k, (options as unknown as Record<string, unknown>)[k]])) }, { heading: 'Invalid router options', hideValues: true });
+  const s = parse(routerSettingsSchema, settingsInput(options), { heading: 'Invalid router options', hideValues: true });
   const problems = handlerProblems(handlers);
   if (problems.length > 0) {
     throw new OutboxError('CONFIG_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
