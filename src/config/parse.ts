@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { OutboxError } from '../errors';
+import { OutboxError, type ErrorCode } from '../errors';
 import { redactConfig, SECRET_KEY, withoutUserinfo } from './redact';
 
 /** Where the input being parsed came from, for the error message. */
@@ -12,10 +12,13 @@ export interface ParseSource {
   origin?: (path: string) => string;
   /** Leave the rejected values out of the message. */
   hideValues?: boolean;
+  /** The error's code; default CONFIG_INVALID. */
+  code?: ErrorCode;
 }
 
 /**
- * The one way settings are validated: `schema` parses `input` or the call throws CONFIG_INVALID listing
+ * The one way settings are validated: `schema` parses `input` or the call throws CONFIG_INVALID (or
+ * `source.code`) listing
  * every bad field with where it came from and the value it got (secrets and credentials never shown).
  */
 export function parse<S extends z.ZodType>(schema: S, input: unknown, source: ParseSource): z.output<S> {
@@ -29,7 +32,7 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown, source: Pa
     const shown = hidden ? '' : ` — got ${withoutUserinfo(JSON.stringify(redactConfig(value)))}`;
     return `${source.prefix ?? ''}${path || '(top level)'}${source.origin?.(path) ?? ''}: ${issue.message}${shown}`;
   });
-  throw new OutboxError('CONFIG_INVALID', `${source.heading}:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+  throw new OutboxError(source.code ?? 'CONFIG_INVALID', `${source.heading}:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
     details: { fields: parsed.error.issues.map((i) => i.path.join('.')) },
   });
 }

@@ -8,6 +8,8 @@ export interface RetryUntilOptions {
   shouldRetry?: (error: unknown) => boolean;
   /** Called before each wait, with the failure, the attempt that failed (from 1) and the wait. */
   onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
+  /** Runs after each full wait, before the next attempt (e.g. a Kafka heartbeat during a long wait). */
+  afterWait?: () => Promise<void>;
   /** Also ends the retrying (checked after each wait), e.g. a batch that lost its partition. */
   stopped?: () => boolean;
   random?: () => number;
@@ -30,6 +32,7 @@ export async function retryUntil<T>(fn: (attempt: number) => Promise<T>, options
       const delayMs = backoffDelay(attempt, options.backoff, options.random);
       options.onRetry?.(error, attempt, delayMs);
       if (!(await sleepUnlessAborted(delayMs, options.signal)) || options.stopped?.()) break;
+      await options.afterWait?.();
     }
   }
   return { done: false };

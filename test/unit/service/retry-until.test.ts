@@ -16,6 +16,18 @@ describe('retryUntil', () => {
     expect(retries).toEqual([['down 1', 1], ['down 2', 2]]);
   });
 
+  it('runs afterWait after each wait, before the next attempt', async () => {
+    const seen: string[] = [];
+    await retryUntil(
+      async (attempt) => {
+        seen.push(`attempt ${attempt}`);
+        if (attempt < 3) throw new Error('down');
+      },
+      { signal: new AbortController().signal, backoff: fast, afterWait: async () => void seen.push('heartbeat') },
+    );
+    expect(seen).toEqual(['attempt 1', 'heartbeat', 'attempt 2', 'heartbeat', 'attempt 3']);
+  });
+
   it('gives up when the signal aborts, even in the middle of a long wait', async () => {
     const controller = new AbortController();
     const started = Date.now();
