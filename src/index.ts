@@ -1,7 +1,20 @@
 /**
  * outbox-router's library surface. The CLI (`outbox`) is built on the same exports.
  */
-export { loadConfig, redactConfig, outboxConfigSchema, type OutboxConfig, type OutboxOptions, type LoadConfigOptions } from './config';
+export {
+  loadConfig,
+  loadConfigWithSources,
+  redactConfig,
+  outboxConfigSchema,
+  parse,
+  type OutboxConfig,
+  type OutboxOptions,
+  type LoadConfigOptions,
+  type ConfigSource,
+  type LoadedConfig,
+  type RouterConfig,
+  type RelayConfig,
+} from './config';
 export { OutboxError, isOutboxError, ERROR_CODES, type ErrorCode } from './errors';
 export { createLogger, type Logger } from './log';
 export { provision, type ProvisionOptions, type ProvisionReport } from './provision';
@@ -26,9 +39,23 @@ export {
   type ContentType,
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
-export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats } from './router';
+export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats, type RouterEventName, type RouterEventListener } from './router';
 export { replayDeadLetters, releaseKeys, createRouterMetrics, startHealthServer, type PayloadSchemas, type FailurePolicy } from './router';
-export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions } from './watchdog';
-export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats } from './relay';
+export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions, type WatchdogEventName, type WatchdogListener } from './watchdog';
+export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats, type RelayEventName, type RelayEventListener } from './relay';
 export { collectStatus, renderStatus } from './status';
 export { createKafka } from './kafka';
+export {
+  runService,
+  createLifecycle,
+  createEmitter,
+  retryUntil,
+  repeatUntilAborted,
+  isLive,
+  type RunnableService,
+  type ServiceState,
+  type ServiceStatus,
+  type Lifecycle,
+  type Emitter,
+  type EventLevels,
+} from './service';

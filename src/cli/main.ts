@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
+import { configCommand } from './config-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
@@ -34,6 +35,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
+  program.addCommand(configCommand());
   program.addCommand(dev.demo());
   program.addCommand(dev.bench());
   return program;

@@ -1,3 +1,7 @@
-export { loadConfig, redactConfig, readPemFile, ENV_SETTINGS, type LoadConfigOptions } from './load';
+export { loadConfig, loadConfigWithSources, redactConfig, readPemFile, ENV_SETTINGS, type ConfigSource, type LoadConfigOptions, type LoadedConfig } from './load';
 export { outboxConfigSchema, ROLE_KINDS, type OutboxConfig, type OutboxOptions, type RoleKind } from './schema';
 export { isLocalStackDatabase } from './local-stack';
+export { parse, type ParseSource } from './parse';
+export type { EnvSetting } from './env-setting';
+export type { RouterConfig } from './router-schema';
+export type { RelayConfig } from './relay-schema';

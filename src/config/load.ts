@@ -2,11 +2,15 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { OutboxError } from '../errors';
 import type { EnvSetting } from './env-setting';
+import { parse } from './parse';
+import { redactConfig, withoutUserinfo } from './redact';
 import { RELAY_ENV_SETTINGS } from './relay-schema';
+import { ROUTER_ENV_SETTINGS } from './router-schema';
 import { WATCHDOG_ENV_SETTINGS } from './watchdog-schema';
 import { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
 
-type Source = { kind: 'env'; name: string } | { kind: 'file'; path: string } | { kind: 'option' };
+/** What set a setting: its schema default, an env var, the config file, a command-line flag, or code. */
+export type ConfigSource = { kind: 'default' } | { kind: 'env'; name: string } | { kind: 'file'; path: string } | { kind: 'flag'; name: string } | { kind: 'option' };
 
 /** Environment variables read by loadConfig, and the setting each one feeds. */
 export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
@@ -53,16 +57,10 @@ export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_CONNECT_REJECT_UNAUTHORIZED', path: ['connect', 'rejectUnauthorized'], type: 'boolean' },
   { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
   { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
+  ...ROUTER_ENV_SETTINGS,
   ...WATCHDOG_ENV_SETTINGS,
   ...RELAY_ENV_SETTINGS,
 ];
-
-const SECRET_KEY = /password|secret|token/i;
-
-/** `scheme://user:password@host` → `scheme://[redacted]@host`: an invalid URL is echoed, its credentials never. */
-function withoutUserinfo(text: string): string {
-  return text.replace(/(\/\/)[^/@\s"]*@/g, '$1[redacted]@');
-}
 
 export interface LoadConfigOptions {
   /** Settings from code or CLI flags: they win over everything else. */
@@ -70,6 +68,14 @@ export interface LoadConfigOptions {
   /** A JSON or YAML file (`--config`). */
   file?: string;
   env?: NodeJS.ProcessEnv;
+  /** The flag that set each override, by dotted path (`router.lanes` → `--lanes`): named as the source. */
+  flagNames?: Readonly<Record<string, string>>;
+}
+
+/** The resolved configuration and, by dotted path, what set each value the input held (the rest are defaults). */
+export interface LoadedConfig {
+  config: OutboxConfig;
+  sources: ReadonlyMap<string, ConfigSource>;
 }
 
 type Tree = Record<string, unknown>;
@@ -126,8 +132,13 @@ function readConfigFile(path: string): Tree {
  * field is reported in one error, with where it came from; secret values are never echoed.
  */
 export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
+  return loadConfigWithSources(options).config;
+}
+
+/** loadConfig, also telling what set each value (`outbox config print`). */
+export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
-  const sources = new Map<string, Source>();
+  const sources = new Map<string, ConfigSource>();
   let tree: Tree = {};
 
   if (options.file) {
@@ -161,42 +172,24 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
       if (v === undefined) continue;
       const p = [...prefix, k];
       if (v && typeof v === 'object' && !Array.isArray(v)) markOptions(v as Tree, p);
-      else sources.set(p.join('.'), { kind: 'option' });
+      else {
+        const flag = options.flagNames?.[p.join('.')];
+        sources.set(p.join('.'), flag ? { kind: 'flag', name: flag } : { kind: 'option' });
+      }
     }
   };
   markOptions(overrides, []);
   tree = deepMerge(tree, overrides);
 
-  const parsed = outboxConfigSchema.safeParse(tree);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
-      const path = issue.path.map(String).join('.');
-      const source = sources.get(path);
-      const where = source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : '';
-      const value = issue.path.reduce<unknown>((node, key) => (node as Tree | undefined)?.[key as string], tree);
-      // Unknown keys: the issue sits on the enclosing section, whose value may hold secrets; name the keys only.
-      const shown =
-        issue.code === 'unrecognized_keys' || SECRET_KEY.test(path) || value === undefined ? '' : ` — got ${withoutUserinfo(JSON.stringify(redactConfig(value)))}`;
-      return `  - ${path || '(top level)'}${where}: ${issue.message}${shown}`;
-    });
-    throw new OutboxError('CONFIG_INVALID', `Invalid configuration; nothing was changed:\n${lines.join('\n')}`, {
-      details: { fields: parsed.error.issues.map((i) => i.path.join('.')) },
-    });
-  }
-  return deepFreeze(parsed.data);
+  const where = (path: string): string => {
+    const source = sources.get(path);
+    return source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : source?.kind === 'flag' ? ` (from ${source.name})` : '';
+  };
+  const config = parse(outboxConfigSchema, tree, { heading: 'Invalid configuration; nothing was changed', origin: where });
+  return { config: deepFreeze(config), sources };
 }
 
-/** A copy safe to print or log: every password/secret/token value replaced, and credentials inside URLs. */
-export function redactConfig<T>(value: T): T {
-  if (typeof value === 'string') return withoutUserinfo(value) as T;
-  if (Array.isArray(value)) return value.map(redactConfig) as T;
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== undefined ? '[redacted]' : redactConfig(v)]),
-    ) as T;
-  }
-  return value;
-}
+export { redactConfig, withoutUserinfo };
 
 /**
  * A PEM file a setting names (CA bundle, certificate, key), read when a client is built; a missing

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { STACK_PORTS } from './local-stack';
+import { STACK_HOST, STACK_PORTS } from './local-stack';
 import type { EnvSetting } from './env-setting';
 
 const positiveInt = (max: number) => z.number().int().min(1).max(max);
@@ -55,9 +55,9 @@ export const relaySchema = z
     /** Topics the relay creates when they are missing, as Connect's topic.creation.default.* does for CDC. */
     topicPartitions: positiveInt(10_000).default(3),
     topicReplicationFactor: positiveInt(100).default(1),
-    /** `outbox relay`'s /metrics and /healthz. */
+    /** `outbox relay`'s /metrics, /livez, /readyz and /healthz. */
     metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.relayMetrics),
-    metricsHost: z.string().min(1).default('127.0.0.1'),
+    metricsHost: z.string().min(1).default(STACK_HOST),
   })
   .strict();
 

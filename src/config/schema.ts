@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { relaySchema } from './relay-schema';
+import { routerSchema } from './router-schema';
 import { watchdogSchema } from './watchdog-schema';
 import { LOCAL_POSTGRES, LOCAL_ROLE_PASSWORDS, STACK_HOST, STACK_PORTS, stackUrls, isLocalStackDatabase } from './local-stack';
 
@@ -229,6 +230,7 @@ export const outboxConfigSchema = z
     registry: registrySchema.prefault({}),
     connect: connectSchema.prefault({}),
     connector: connectorSchema.prefault({}),
+    router: routerSchema.prefault({}),
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
   })

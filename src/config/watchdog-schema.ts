@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { EnvSetting } from './env-setting';
+import { STACK_HOST, STACK_PORTS } from './local-stack';
 
 /**
  * Settings of the watchdog (src/watchdog). Part of the root schema as `watchdog`. Defaults follow the
@@ -118,6 +119,14 @@ export const watchdogSchema = z
     runbookUrl: url.default('https://github.com/outbox-router/outbox-router/blob/main/docs/watchdog.md#troubleshooting'),
     delivery: watchdogDeliverySchema.prefault({}),
     rules: watchdogRulesSchema.prefault({}),
+    /**
+     * Also watch the connector (connector.name) and restart its FAILED tasks, with backoff (5 s doubling to
+     * 10 min): Connect never restarts a FAILED task itself (src/watchdog/connector-supervisor.ts).
+     */
+    restartFailedConnector: z.boolean().default(false),
+    /** `outbox watchdog`'s /metrics, /livez, /readyz and /healthz. */
+    metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.watchdogMetrics),
+    metricsHost: z.string().min(1).default(STACK_HOST),
   })
   .strict();
 
@@ -143,4 +152,7 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_INACTIVE_CRITICAL_MS', path: ['watchdog', 'rules', 'inactiveMs', 'critical'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_WARNING_MS', path: ['watchdog', 'rules', 'stalledMs', 'warning'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_CRITICAL_MS', path: ['watchdog', 'rules', 'stalledMs', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_RESTART_FAILED_CONNECTOR', path: ['watchdog', 'restartFailedConnector'], type: 'boolean' },
+  { env: 'OUTBOX_WATCHDOG_METRICS_PORT', path: ['watchdog', 'metricsPort'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_METRICS_HOST', path: ['watchdog', 'metricsHost'] },
 ];

@@ -3,6 +3,7 @@
  * retrying only what `shouldRetry` accepts (by default retriable OutboxErrors). The Connect client,
  * the registry connection and the router all use it; tests inject fast settings, `sleep` and `random`.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { isOutboxError } from '../errors';
 
 export interface RetryOptions {
@@ -19,7 +20,7 @@ export interface RetryOptions {
   now?: () => number;
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms: number): Promise<void> => delay(ms);
 
 export interface BackoffSettings {
   initialDelayMs: number;
@@ -60,17 +61,11 @@ export async function retry<T>(fn: (attempt: number) => Promise<T>, options: Ret
  * Sleeps `ms`, waking early when `signal` aborts. Resolves `true` after a full sleep, `false` when
  * aborted, so a stopping router gives up a retry without dead-lettering the record.
  */
-export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await delay(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,16 +1,16 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { Codec } from '../codec';
-import { isLocalStackDatabase, type OutboxConfig } from '../config';
+import { isLocalStackDatabase, parse, type OutboxConfig } from '../config';
+import { ROUTER_SETTING_KEYS, routerSettingsSchema, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../config/router-schema';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
 import type { PayloadSchemas } from './record-context';
 import type { Handlers, RouterEventListener } from './types';
 
-export const UNKNOWN_EVENT_TYPE_POLICIES = ['dead-letter', 'skip', 'block'] as const;
-export type UnknownEventTypePolicy = (typeof UNKNOWN_EVENT_TYPE_POLICIES)[number];
+export { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy };
 
 /** The consumer name on the local stack when none is given (and the CLI's documented default there). */
 export const LOCAL_STACK_CONSUMER = 'outbox-router';
@@ -31,63 +31,8 @@ export function consumerName(config: Pick<OutboxConfig, 'database'>, given: stri
   );
 }
 
-/** Scalar settings, validated once; defaults live here. */
-const settingsSchema = z
-  .object({
-    /**
-     * The inbox's `consumer` column: one per logical consumer, shared by its replicas. Required outside
-     * the local stack: two services that both kept a default would share a group and an inbox.
-     */
-    consumer: z.string().min(1).max(200).optional(),
-    /** Kafka consumer group; defaults to `consumer`. */
-    groupId: z.string().min(1).optional(),
-    /** A groupId other than `consumer` is refused unless this is set (the inbox is keyed by consumer, not group). */
-    allowGroupIdMismatch: z.boolean().default(false),
-    /** Attempts of a failing handler, the first included, before the record is dead-lettered. */
-    maxAttempts: z.number().int().min(1).max(1_000).default(5),
-    backoff: z.object({ initialDelayMs: z.number().int().min(0).default(200), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({}),
-    infrastructureBackoff: z.object({ initialDelayMs: z.number().int().min(0).default(500), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({}),
-    /** Partitions handled at once; records of one partition are always handled one at a time, in order. */
-    partitionsConsumedConcurrently: z.number().int().min(1).max(256).default(4),
-    /** kafkajs waits this long for a fetch to fill (its default, 5 s, is a latency floor). */
-    maxWaitTimeInMs: z.number().int().min(0).default(50),
-    /**
-     * The group coordinator declares a silent member dead after this long; until then a crashed
-     * router's partitions wait. kafkajs's default is 30 s; 10 s (heartbeats every second) halves the
-     * recovery after a kill -9 measured by the chaos run.
-     */
-    sessionTimeoutMs: z.number().int().min(3_000).max(300_000).default(10_000),
-    /** A new group starts at the beginning: the inbox makes re-reading harmless, skipping would lose events. */
-    fromBeginning: z.boolean().default(true),
-    poolSize: z.number().int().min(1).max(200).optional(),
-    /**
-     * Lanes per partition: records of different keys run side by side, each key in offset order
-     * (hash of the key → lane). 1 = strictly one record after another per partition.
-     */
-    lanes: z.number().int().min(1).max(64).default(1),
-    /** Consecutive records applied in one inbox transaction (a failing one splits the chunk). 1 = one per record. */
-    maxTransactionRecords: z.number().int().min(1).max(1_000).default(500),
-    /** What to do with a record still failing after maxAttempts, per aggregate type (default: defaultPolicy). */
-    policies: z.record(z.string(), z.enum(['dead-letter', 'block'])).default({}),
-    defaultPolicy: z.enum(['dead-letter', 'block']).default('dead-letter'),
-    /** An event type with no handler: dead-letter (default), skip (count it and move on) or block (hold the partition). */
-    unknownEventType: z.enum(UNKNOWN_EVENT_TYPE_POLICIES).default('dead-letter'),
-    /** Per aggregate type, overriding unknownEventType. */
-    unknownEventTypes: z.record(z.string(), z.enum(UNKNOWN_EVENT_TYPE_POLICIES)).default({}),
-    /** Dead-letter topics the router creates: retention (-1: forever; the DLQ is the only copy of a dead letter). */
-    dlqRetentionMs: z.number().int().min(-1).default(-1),
-    /** Replication factor of the dead-letter topics it creates (1 suits the one-broker local stack only). */
-    dlqReplicationFactor: z.number().int().min(1).max(32).default(1),
-    /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
-    handlerTimeoutMs: z.number().int().min(0).default(30_000),
-    /** How often the topic list is checked for new routed topics (subscribed without a restart). 0: never. */
-    topicRefreshMs: z.number().int().min(0).default(10_000),
-    /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
-    parkKeys: z.boolean().default(true),
-  })
-  .strict();
-
-export type RouterSettings = z.input<typeof settingsSchema>;
+/** Scalar settings, validated once; defaults live in the schema (src/config/router-schema.ts). */
+export type RouterSettings = z.input<typeof routerSettingsSchema>;
 
 export interface RouterOptions extends RouterSettings {
   /** Brokers, database, registry and inbox table come from here. */
@@ -134,18 +79,28 @@ export interface ResolvedSettings {
   parkKeys: boolean;
 }
 
+/** What createRouter takes that is not a setting (objects and functions). */
+const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
+
+/**
+ * `config.router`'s settings, each overridden by the one given to createRouter; keys that are neither
+ * are kept, so the strict schema names them.
+ */
+function settingsInput(options: RouterOptions): Record<string, unknown> {
+  const fromConfig = (options.config.router ?? {}) as Record<string, unknown>;
+  const given = Object.entries(options).filter(([key, value]) => !OBJECT_OPTIONS.has(key) && value !== undefined);
+  const input: Record<string, unknown> = {};
+  for (const key of ROUTER_SETTING_KEYS) if (fromConfig[key] !== undefined) input[key] = fromConfig[key];
+  return { ...input, ...Object.fromEntries(given) };
+}
+
 export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
-  const { config: _c, handlers, topics: _t, aggregateTypeOf: _a, dlqTopicFor: _d, codec: _co, payloadSchemas: _ps, pool: _p, kafka: _k, logger: _l, onEvent: _o, random: _r, ...scalars } = options;
-  const parsed = settingsSchema.safeParse(scalars);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`);
-    throw new OutboxError('CONFIG_INVALID', `Invalid router options:\n${problems.map((p) => `  - ${p}`).join('\n')}`, { details: { problems } });
-  }
+  const { handlers } = options;
+  const s = parse(routerSettingsSchema, settingsInput(options), { heading: 'Invalid router options', hideValues: true });
   const problems = handlerProblems(handlers);
   if (problems.length > 0) {
     throw new OutboxError('CONFIG_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
   }
-  const s = parsed.data;
   const consumer = consumerName(options.config, s.consumer);
   const groupId = s.groupId ?? consumer;
   if (groupId !== consumer && !s.allowGroupIdMismatch) {

@@ -1,7 +1,8 @@
 import type { OutboxConfig } from '../config';
 import { connectorStatus, restartConnector } from '../connector';
 import type { Logger } from '../log';
-import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
+import { backoffDelay, type BackoffSettings } from '../retry';
+import { repeatUntilAborted } from '../service';
 
 export interface ConnectorSupervisorOptions {
   config: OutboxConfig;
@@ -83,12 +84,7 @@ export function createConnectorSupervisor(options: ConnectorSupervisorOptions): 
     start() {
       if (loop) return;
       abort = new AbortController();
-      loop = (async () => {
-        while (!abort.signal.aborted) {
-          await check();
-          if (!(await sleepUnlessAborted(options.intervalMs ?? 5_000, abort.signal))) break;
-        }
-      })();
+      loop = repeatUntilAborted(async () => void (await check()), { signal: abort.signal, intervalMs: options.intervalMs ?? 5_000 });
     },
     async stop() {
       abort.abort();

@@ -139,11 +139,14 @@ describe('polling relay: two instances and a broker outage', () => {
     await r.start();
     const before = await writeSequences(type, ['b0', 'b1'], 5, 2);
     await until('first events published', unpublishedCount, (n) => n === 0);
+    expect(r.ready()).toBe(true);
 
     faults.cut();
     const aggregates = Array.from({ length: 10 }, (_, i) => `k${i}`);
     const during = await writeSequences(type, aggregates, 10, 5);
     await until('publishes failing', () => r.stats().failed, (n) => n >= 10);
+    // /readyz: a shard whose every publish failed is not ready until one works again.
+    await until('not ready while nothing publishes', () => r.ready(), (ready) => !ready);
     // Nothing written during the outage was marked published, and failed attempts were counted.
     expect(await unpublishedCount()).toBe(100);
     const attempts = (await pool.query('SELECT max(attempts) AS m FROM outbox WHERE published_at IS NULL')).rows[0].m;
@@ -152,6 +155,7 @@ describe('polling relay: two instances and a broker outage', () => {
 
     faults.restore();
     await until('everything published after the outage', unpublishedCount, (n) => n === 0);
+    await until('ready again', () => r.ready(), Boolean);
     const records = await collect([`${prefix}.outbox.event.${type}`], (rs) => new Set(rs.map((x) => x.headers.id)).size >= 110, 90_000);
     expect(new Set(records.map((x) => x.headers.id))).toEqual(new Set([...before, ...during]));
     const { firstSeen } = sequences(records);

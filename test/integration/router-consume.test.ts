@@ -241,6 +241,8 @@ describe('router consume loop', () => {
     const id = await newPaymentTopic(s, 1);
     // Before the fix the old consumer's disconnect waited forever for the blocked batch.
     await until('the new topic consumed while the order partition stays blocked', () => seen, (ids) => ids.includes(id), 45_000);
+    // The handler ran inside the inbox transaction; the record counts once that commits.
+    await until('applied', () => router.stats().applied, (n) => n >= 1);
     expect(router.stats().applied).toBe(1);
   });
 

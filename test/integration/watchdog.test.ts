@@ -236,12 +236,14 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     expect(String(own?.body.summary)).toMatch(/cannot read replication slots on test-cluster/);
     expect(String(own?.body.summary)).toMatch(/Check that PostgreSQL runs and accepts connections at 127\.0\.0\.1:\d+/);
     expect(wd.health()).toMatchObject({ lastPollOk: false });
+    expect(wd.ready()).toBe(false); // /readyz: the last poll failed
     await new Promise((r) => setTimeout(r, 600));
     expect(alertsFor(slot, 'SlotRetainedHigh')).toEqual(['firing:warning']);
 
     proxy.restore();
     await until('recovered', () => alertsFor(null, 'WatchdogDatabaseUnreachable').includes('resolved:critical'));
     expect(wd.health()).toMatchObject({ lastPollOk: true, consecutiveFailures: 0 });
+    expect(wd.ready()).toBe(true);
     // the slot alert survived the outage: still firing, never resolved
     expect(alertsFor(slot, 'SlotRetainedHigh')).toEqual(['firing:warning']);
     expect(wd.statuses().find((s) => s.slot === slot && s.rule === 'SlotRetainedHigh')?.level).toBe('warning');

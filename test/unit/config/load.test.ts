@@ -161,6 +161,13 @@ describe('environment parsing', () => {
     const valid: Record<string, string> = {
       OUTBOX_KAFKA_SASL_MECHANISM: 'scram-sha-512',
       OUTBOX_WATCHDOG_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}`,
+      OUTBOX_ROUTER_MAX_ATTEMPTS: '7',
+      OUTBOX_ROUTER_PARTITIONS: '8',
+      OUTBOX_ROUTER_POOL_SIZE: '9',
+      OUTBOX_ROUTER_LANES: '3',
+      OUTBOX_ROUTER_MAX_TRANSACTION_RECORDS: '100',
+      OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE: 'skip',
+      OUTBOX_ROUTER_DLQ_REPLICATION_FACTOR: '3',
     };
     const sample: Record<string, string> = {};
     for (const s of ENV_SETTINGS) {
@@ -171,7 +178,7 @@ describe('environment parsing', () => {
     const config = loadConfig({ env: sample }) as unknown as Record<string, unknown>;
     for (const s of ENV_SETTINGS) {
       const value = s.path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
-      const expected = valid[s.env] ?? (s.type === 'number' ? 4321 : s.type === 'boolean' ? true : s.type === 'list' ? ['h1:1', 'h2:2'] : sample[s.env]);
+      const expected = s.type === 'number' ? Number(sample[s.env]) : (valid[s.env] ?? (s.type === 'boolean' ? true : s.type === 'list' ? ['h1:1', 'h2:2'] : sample[s.env]));
       expect({ env: s.env, value }).toEqual({ env: s.env, value: expected });
     }
   });

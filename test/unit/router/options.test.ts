@@ -93,3 +93,21 @@ describe('resolveSettings: consumer naming', () => {
     expect(codeOf(() => resolveSettings({ config, handlers, dlqRetentionMs: -2 }))).toMatch(/dlqRetentionMs/);
   });
 });
+
+describe('router settings from the configuration (config.router, OUTBOX_ROUTER_*)', () => {
+  it('createRouter takes config.router, and an option given to it wins', () => {
+    const fromEnv = loadConfig({ env: { OUTBOX_ROUTER_CONSUMER: 'billing', OUTBOX_ROUTER_LANES: '3', OUTBOX_ROUTER_MAX_TRANSACTION_RECORDS: '20', OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE: 'skip' } });
+    expect(resolveSettings({ config: fromEnv, handlers })).toMatchObject({ consumer: 'billing', groupId: 'billing', lanes: 3, maxTransactionRecords: 20, unknownEventType: 'skip', poolSize: 4 * 3 + 2 });
+    expect(resolveSettings({ config: fromEnv, handlers, lanes: 2, consumer: 'shipping' })).toMatchObject({ consumer: 'shipping', lanes: 2, maxTransactionRecords: 20 });
+  });
+
+  it('a bad OUTBOX_ROUTER_* value is CONFIG_INVALID naming the setting and the variable', () => {
+    expect(codeOf(() => loadConfig({ env: { OUTBOX_ROUTER_LANES: '65' } }))).toMatch(/^CONFIG_INVALID: [\s\S]*router\.lanes \(from OUTBOX_ROUTER_LANES\)/);
+    expect(codeOf(() => loadConfig({ env: { OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE: 'ignore' } }))).toMatch(/router\.unknownEventType \(from OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE\)/);
+  });
+
+  it('the one default of maxTransactionRecords is the schema\'s (500)', () => {
+    expect(loadConfig({ env: {} }).router.maxTransactionRecords).toBe(500);
+    expect(resolveSettings({ config, handlers }).maxTransactionRecords).toBe(500);
+  });
+});

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { OutboxError } from '../errors';
@@ -9,6 +9,10 @@ export interface HealthServerOptions {
   registry: Registry;
   /** 200 on /healthz when true, 503 otherwise; `details` goes into the JSON body. */
   health: () => { healthy: boolean; details: Record<string, unknown> };
+  /** /livez: 200 while true (default: always, i.e. the event loop answers). */
+  live?: () => boolean;
+  /** /readyz: 200 while true (default: what /healthz says). */
+  ready?: () => boolean;
 }
 
 export interface HealthServer {
@@ -16,7 +20,13 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
-/** `/metrics` (Prometheus text format) and `/healthz` (JSON) on one small HTTP listener. */
+const json = (res: ServerResponse, ok: boolean, body: Record<string, unknown> = {}) =>
+  res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ok ? 'ok' : 'unavailable', ...body }));
+
+/**
+ * `/metrics` (Prometheus text format), `/livez` and `/readyz` (Kubernetes-style probes: 200 or 503) and
+ * `/healthz` (JSON with details; kept for `outbox status` and existing checks) on one small HTTP listener.
+ */
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -29,9 +39,13 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
         .catch((error: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(error.message));
     } else if (path === '/healthz') {
       const { healthy, details } = options.health();
-      res.writeHead(healthy ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: healthy ? 'ok' : 'unavailable', ...details }));
+      json(res, healthy, details);
+    } else if (path === '/livez') {
+      json(res, options.live?.() ?? true);
+    } else if (path === '/readyz') {
+      json(res, options.ready?.() ?? options.health().healthy);
     } else {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics, /livez, /readyz or /healthz\n');
     }
   });
   await new Promise<void>((resolve, reject) => {

@@ -1,0 +1,40 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { OutboxError } from '../errors';
+import type { Handlers } from '../router';
+import { HANDLERS_SHAPE, handlerProblems } from '../router/options';
+
+/** A real dynamic import: TypeScript's CommonJS output would turn `import()` into `require()`. */
+// eslint-disable-next-line @typescript-eslint/no-implied-eval
+const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
+
+/** CommonJS through require (synchronous, works everywhere); an ES module (.mjs, or "type": "module") through import(). */
+async function loadModule(file: string): Promise<unknown> {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ERR_REQUIRE_ESM' && !file.endsWith('.mjs')) throw error;
+  }
+  return importModule(pathToFileURL(file).href);
+}
+
+/** Loads a handlers module: its default export (or the module itself) maps aggregate type → event type → handler. */
+export async function loadHandlers(path: string): Promise<Handlers> {
+  const file = resolve(path);
+  let loaded: unknown;
+  try {
+    loaded = await loadModule(file);
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js or .mjs file (--handlers dist/handlers.js).`, { cause: error });
+  }
+  let handlers = (loaded as { default?: unknown })?.default ?? loaded;
+  // A CommonJS module compiled from `export default` and then imported as ESM: { default: { default: handlers } }.
+  if (handlerProblems(handlers).length > 0 && (handlers as { default?: unknown })?.default) handlers = (handlers as { default: unknown }).default;
+  const problems = handlerProblems(handlers);
+  if (problems.length > 0) {
+    throw new OutboxError('CONFIG_INVALID', `The handlers module ${file} must export (default) ${HANDLERS_SHAPE}; found: ${problems.join(', ')}.`);
+  }
+  return handlers as Handlers;
+}

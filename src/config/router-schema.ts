@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import type { EnvSetting } from './env-setting';
+import { STACK_HOST, STACK_PORTS } from './local-stack';
+
+export const UNKNOWN_EVENT_TYPE_POLICIES = ['dead-letter', 'skip', 'block'] as const;
+export type UnknownEventTypePolicy = (typeof UNKNOWN_EVENT_TYPE_POLICIES)[number];
+
+const backoff = (initialDelayMs: number) =>
+  z.object({ initialDelayMs: z.number().int().min(0).default(initialDelayMs), maxDelayMs: z.number().int().min(0).default(30_000) }).prefault({});
+
+/** What `createRouter` takes besides its objects (handlers, codec, pool): validated once, defaults here. */
+export const routerSettingsSchema = z
+  .object({
+    /**
+     * The inbox's `consumer` column: one per logical consumer, shared by its replicas. Required outside
+     * the local stack: two services that both kept a default would share a group and an inbox.
+     */
+    consumer: z.string().min(1).max(200).optional(),
+    /** Kafka consumer group; defaults to `consumer`. */
+    groupId: z.string().min(1).optional(),
+    /** A groupId other than `consumer` is refused unless this is set (the inbox is keyed by consumer, not group). */
+    allowGroupIdMismatch: z.boolean().default(false),
+    /** Attempts of a failing handler, the first included, before the record is dead-lettered. */
+    maxAttempts: z.number().int().min(1).max(1_000).default(5),
+    backoff: backoff(200),
+    infrastructureBackoff: backoff(500),
+    /** Partitions handled at once; records of one partition are always handled one at a time, in order. */
+    partitionsConsumedConcurrently: z.number().int().min(1).max(256).default(4),
+    /** kafkajs waits this long for a fetch to fill (its default, 5 s, is a latency floor). */
+    maxWaitTimeInMs: z.number().int().min(0).default(50),
+    /**
+     * The group coordinator declares a silent member dead after this long; until then a crashed
+     * router's partitions wait. kafkajs's default is 30 s; 10 s (heartbeats every second) halves the
+     * recovery after a kill -9 measured by the chaos run.
+     */
+    sessionTimeoutMs: z.number().int().min(3_000).max(300_000).default(10_000),
+    /** A new group starts at the beginning: the inbox makes re-reading harmless, skipping would lose events. */
+    fromBeginning: z.boolean().default(true),
+    poolSize: z.number().int().min(1).max(200).optional(),
+    /**
+     * Lanes per partition: records of different keys run side by side, each key in offset order
+     * (hash of the key → lane). 1 = strictly one record after another per partition.
+     */
+    lanes: z.number().int().min(1).max(64).default(1),
+    /** Consecutive records applied in one inbox transaction (a failing one splits the chunk). 1 = one per record. */
+    maxTransactionRecords: z.number().int().min(1).max(1_000).default(500),
+    /** What to do with a record still failing after maxAttempts, per aggregate type (default: defaultPolicy). */
+    policies: z.record(z.string(), z.enum(['dead-letter', 'block'])).default({}),
+    defaultPolicy: z.enum(['dead-letter', 'block']).default('dead-letter'),
+    /** An event type with no handler: dead-letter (default), skip (count it and move on) or block (hold the partition). */
+    unknownEventType: z.enum(UNKNOWN_EVENT_TYPE_POLICIES).default('dead-letter'),
+    /** Per aggregate type, overriding unknownEventType. */
+    unknownEventTypes: z.record(z.string(), z.enum(UNKNOWN_EVENT_TYPE_POLICIES)).default({}),
+    /** Dead-letter topics the router creates: retention (-1: forever; the DLQ is the only copy of a dead letter). */
+    dlqRetentionMs: z.number().int().min(-1).default(-1),
+    /** Replication factor of the dead-letter topics it creates (1 suits the one-broker local stack only). */
+    dlqReplicationFactor: z.number().int().min(1).max(32).default(1),
+    /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
+    handlerTimeoutMs: z.number().int().min(0).default(30_000),
+    /** How often the topic list is checked for new routed topics (subscribed without a restart). 0: never. */
+    topicRefreshMs: z.number().int().min(0).default(10_000),
+    /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
+    parkKeys: z.boolean().default(true),
+  })
+  .strict();
+
+/** The keys of routerSettingsSchema: what of `config.router` createRouter reads. */
+export const ROUTER_SETTING_KEYS = Object.keys(routerSettingsSchema.shape) as ReadonlyArray<keyof z.input<typeof routerSettingsSchema>>;
+
+/** `router` of the root config: the router's settings, plus what only `outbox router` uses. */
+export const routerSchema = routerSettingsSchema
+  .extend({
+    /** `outbox router`: the handlers module (a .js or .mjs file; its default export is the handlers map). */
+    handlers: z.string().min(1).optional(),
+    /** `outbox router`: routed topics to consume, a regular expression (default: the routed topic pattern). */
+    topics: z.string().min(1).optional(),
+    /** `outbox router`'s /metrics, /livez, /readyz and /healthz. */
+    metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.routerMetrics),
+    metricsHost: z.string().min(1).default(STACK_HOST),
+  })
+  .strict();
+
+export type RouterConfig = z.output<typeof routerSchema>;
+
+/** Environment variables that feed `router.*` settings (merged into ENV_SETTINGS). */
+export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
+  { env: 'OUTBOX_ROUTER_HANDLERS', path: ['router', 'handlers'] },
+  { env: 'OUTBOX_ROUTER_CONSUMER', path: ['router', 'consumer'] },
+  { env: 'OUTBOX_ROUTER_GROUP_ID', path: ['router', 'groupId'] },
+  { env: 'OUTBOX_ROUTER_ALLOW_GROUP_ID_MISMATCH', path: ['router', 'allowGroupIdMismatch'], type: 'boolean' },
+  { env: 'OUTBOX_ROUTER_TOPICS', path: ['router', 'topics'] },
+  { env: 'OUTBOX_ROUTER_MAX_ATTEMPTS', path: ['router', 'maxAttempts'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_PARTITIONS', path: ['router', 'partitionsConsumedConcurrently'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_LANES', path: ['router', 'lanes'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_MAX_TRANSACTION_RECORDS', path: ['router', 'maxTransactionRecords'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE', path: ['router', 'unknownEventType'] },
+  { env: 'OUTBOX_ROUTER_DLQ_RETENTION_MS', path: ['router', 'dlqRetentionMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_DLQ_REPLICATION_FACTOR', path: ['router', 'dlqReplicationFactor'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_HANDLER_TIMEOUT_MS', path: ['router', 'handlerTimeoutMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_SESSION_TIMEOUT_MS', path: ['router', 'sessionTimeoutMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_TOPIC_REFRESH_MS', path: ['router', 'topicRefreshMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_POOL_SIZE', path: ['router', 'poolSize'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_METRICS_PORT', path: ['router', 'metricsPort'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_METRICS_HOST', path: ['router', 'metricsHost'] },
+];

@@ -1,0 +1,16 @@
+import type { EventLevels } from '../service';
+import type { RouterEventName } from './types';
+
+/** The level each router event is logged at (the rest: debug). */
+export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
+  'router.dead-letter': 'warn',
+  'router.wait': 'warn',
+  'router.blocked': 'warn',
+  'router.chunk-split': 'warn',
+  'router.retry': 'info',
+  'router.unblocked': 'info',
+  'router.skipped': 'info',
+  'router.topics-changed': 'info',
+  'router.group-join': 'info',
+  'router.revoked': 'info',
+};

@@ -1,0 +1,138 @@
+import { performance } from 'node:perf_hooks';
+import type { Pool, PoolClient } from 'pg';
+import type { OutboxConfig } from '../config';
+import { checkPublication, type PublicationCheck } from '../connector/publication-check';
+import { pgCode } from '../db';
+import type { OutboxError } from '../errors';
+import type { Logger } from '../log';
+import type { Emitter } from '../service';
+import type { AlertEngine, AlertNotification } from './alert-engine';
+import type { Deliverer } from './deliver';
+import type { WatchdogMetrics } from './metrics';
+import { describePollError } from './poll-error';
+import { readSettings, readSlots, type ServerSettings } from './slot-query';
+import type { SlotTracker, TrackedSample } from './slot-tracker';
+import type { WatchdogEventName } from './types';
+
+export interface PollResult {
+  ok: boolean;
+  durationMs: number;
+  sample?: TrackedSample;
+  settings?: ServerSettings | null;
+  error?: OutboxError;
+  notifications: AlertNotification[];
+}
+
+/** What the poll needs (create-watchdog.ts builds it once). */
+export interface PollContext {
+  config: OutboxConfig;
+  database: { user: string; database: string };
+  target: string;
+  pool: Pool;
+  now: () => number;
+  log?: Logger;
+  metrics: WatchdogMetrics;
+  tracker: SlotTracker;
+  engine: AlertEngine;
+  deliverer: Deliverer;
+  events: Emitter<WatchdogEventName>;
+  hasAlertmanager: boolean;
+}
+
+/** What polls have learnt (health, readiness). */
+export interface PollState {
+  lastPollOk: boolean | null;
+  lastSuccessAt: number | null;
+  consecutiveFailures: number;
+  slots: number;
+}
+
+const SETTINGS_REFRESH_MS = 5 * 60_000;
+
+/** One poll: read slots (and the publication), judge, queue the notifications. Never throws. */
+export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult>; state: PollState } {
+  const wd = ctx.config.watchdog;
+  const state: PollState = { lastPollOk: null, lastSuccessAt: null, consecutiveFailures: 0, slots: 0 };
+  let settings: ServerSettings | null = null;
+  let settingsAt = 0;
+  let lastAmResend = ctx.now();
+
+  async function read(client: PoolClient): Promise<{ sample: TrackedSample; pub?: PublicationCheck }> {
+    if (!settings || ctx.now() - settingsAt > SETTINGS_REFRESH_MS) {
+      settings = await readSettings(client);
+      settingsAt = ctx.now();
+    }
+    const sample = ctx.tracker.track(await readSlots(client, settings.versionNum), settings);
+    const slot = ctx.config.connector.slotName;
+    // The publication only matters while the connector's slot decodes this database.
+    if (wd.watchConnector && sample.slots.some((s) => s.slotName === slot && s.database === ctx.database.database)) {
+      const { publication, schema, table } = ctx.config.outbox;
+      return { sample, pub: await checkPublication(client, { publication, schema, table }) };
+    }
+    return { sample };
+  }
+
+  async function sampleSlots(): Promise<{ sample: TrackedSample; pub?: PublicationCheck }> {
+    let client;
+    try {
+      client = await ctx.pool.connect();
+    } catch (e) {
+      throw describePollError(e, ctx.target, ctx.database.user);
+    }
+    let broken: Error | undefined;
+    try {
+      return await read(client);
+    } catch (e) {
+      broken = e as Error;
+      throw describePollError(e, ctx.target, ctx.database.user);
+    } finally {
+      client.release(broken && !pgCode(broken) ? broken : undefined);
+    }
+  }
+
+  function deliver(notifications: AlertNotification[]): void {
+    for (const n of notifications) {
+      ctx.log?.[n.status === 'firing' && n.severity === 'critical' ? 'error' : n.status === 'firing' ? 'warn' : 'info'](
+        { rule: n.rule, slot: n.slot?.name, event: n.event, severity: n.severity, dedupKey: n.dedupKey },
+        n.summary,
+      );
+      ctx.events.emit('watchdog.alert', { ...n });
+    }
+    ctx.deliverer.enqueue(notifications);
+    if (ctx.hasAlertmanager && ctx.now() - lastAmResend >= wd.alertmanagerResendMs) {
+      lastAmResend = ctx.now();
+      const sent = new Set(notifications.map((n) => n.dedupKey));
+      ctx.deliverer.enqueue(ctx.engine.firing().filter((n) => !sent.has(n.dedupKey)), 'alertmanager');
+    }
+  }
+
+  async function pollOnce(): Promise<PollResult> {
+    const started = performance.now();
+    let notifications: AlertNotification[];
+    let sample: TrackedSample | undefined;
+    let error: OutboxError | undefined;
+    try {
+      const read = await sampleSlots();
+      sample = read.sample;
+      notifications = ctx.engine.evaluate(sample, settings, read.pub);
+      Object.assign(state, { consecutiveFailures: 0, lastPollOk: true, lastSuccessAt: ctx.now(), slots: sample.slots.length });
+    } catch (e) {
+      error = describePollError(e, ctx.target, ctx.database.user);
+      state.consecutiveFailures++;
+      state.lastPollOk = false;
+      settings = null;
+      notifications = ctx.engine.pollFailed(error.message, { code: (error.details.code as string | undefined) ?? error.code });
+      ctx.log?.error({ code: error.code, failures: state.consecutiveFailures }, error.message);
+      ctx.events.emit('watchdog.poll-failed', { message: error.message, code: error.code, failures: state.consecutiveFailures });
+    }
+    const durationMs = performance.now() - started;
+    ctx.metrics.recordPoll(!error, durationMs, sample, settings);
+    ctx.metrics.recordAlerts(ctx.engine.statuses());
+    deliver(notifications);
+    ctx.metrics.setQueue(ctx.deliverer.pending());
+    ctx.events.emit('watchdog.poll', { ok: !error, durationMs, slots: sample?.slots.length ?? null, notifications: notifications.length });
+    return { ok: !error, durationMs, sample, settings, error, notifications };
+  }
+
+  return { pollOnce, state };
+}
