@@ -87,7 +87,7 @@ export function unsafeExtra(base: Readonly<Record<string, string>>, extra: Reado
   return out;
 }
 
-/** Throws for any refusal: CONFIG_INVALID for the never-allowed ones, CONNECTOR_UNSAFE unless `allowUnsafe`. */
+/** Throws for any refusal: CONNECTOR_PROPERTY_FORBIDDEN for the never-allowed ones, CONNECTOR_UNSAFE unless `allowUnsafe`. */
 export function checkExtra(base: Readonly<Record<string, string>>, extra: Readonly<Record<string, string>>, allowUnsafe: boolean): void {
   const fixed: string[] = [];
   for (const [key, value] of Object.entries(extra)) {
@@ -97,7 +97,7 @@ export function checkExtra(base: Readonly<Record<string, string>>, extra: Readon
     }
   }
   if (fixed.length > 0) {
-    throw new OutboxError('CONFIG_INVALID', `These extra connector properties are never allowed; nothing was deployed:\n${fixed.join('\n')}`, {
+    throw new OutboxError('CONNECTOR_PROPERTY_FORBIDDEN', `These extra connector properties are never allowed; nothing was deployed:\n${fixed.join('\n')}`, {
       details: { keys: fixed.length },
     });
   }

@@ -21,6 +21,8 @@
  * always at or before confirmed_flush_lsn, and moving it loses nothing by itself.
  */
 
+import { OutboxError } from '../errors';
+
 export interface SlotInfo {
   slotName: string;
   database: string | null;
@@ -70,7 +72,7 @@ export interface GuardInput {
 /** `16/B374D848` as a number of bytes. */
 export function parseLsn(lsn: string): bigint {
   const match = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(lsn.trim());
-  if (!match) throw new Error(`not an LSN: ${lsn}`);
+  if (!match) throw new OutboxError('INTERNAL', `${JSON.stringify(lsn)} is not a PostgreSQL LSN (like 16/B374D848).`, { details: { lsn } });
   return (BigInt(`0x${match[1]}`) << 32n) + BigInt(`0x${match[2]}`);
 }
 

@@ -179,7 +179,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
 
   function assertOneStatement(what: string, events: readonly OutboxEvent[]): void {
     if (options.deleteAfterInsert) {
-      throw new OutboxError('CONFIG_INVALID', `${what} cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.`);
+      throw new OutboxError('WRITER_MODE_CONFLICT', `${what} cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.`);
     }
     if (events.length === 0 || events.length > ROWS_PER_STATEMENT) {
       throw new OutboxError('EVENT_INVALID', `${what} takes 1 to ${ROWS_PER_STATEMENT} events, got ${events.length}.`);

@@ -62,7 +62,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   const { kafka, dlqTopic } = options;
   const timeoutMs = options.timeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
-    throw new OutboxError('CONFIG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
+    throw new OutboxError('FLAG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
   }
   const admin = kafka.admin();
   await admin.connect();
@@ -71,7 +71,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     const topics = await admin.listTopics();
     if (!topics.includes(dlqTopic)) {
       const dlqs = topics.filter((t) => t.includes('.dlq.')).sort();
-      throw new OutboxError('CONFIG_INVALID', `The dead-letter topic ${JSON.stringify(dlqTopic)} does not exist. Dead-letter topics here: ${dlqs.length ? dlqs.join(', ') : '(none)'}.`, {
+      throw new OutboxError('DLQ_TOPIC_MISSING', `The dead-letter topic ${JSON.stringify(dlqTopic)} does not exist. Dead-letter topics here: ${dlqs.length ? dlqs.join(', ') : '(none)'}.`, {
         details: { dlqTopic },
       });
     }
