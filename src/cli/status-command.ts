@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { OutboxError } from '../errors';
+import { redactUrl } from '../log/redact';
 import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_PARKED_LIMIT, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -49,7 +50,7 @@ function httpUrl(flag: string, value: string | undefined): string | undefined {
     url = undefined;
   }
   if (!url || !['http:', 'https:'].includes(url.protocol)) {
-    throw new OutboxError('FLAG_INVALID', `${flag} expects an http(s) URL, got ${JSON.stringify(value.replace(/\/\/[^/@\s]+@/, '//***@'))}. Example: ${flag} ${DEFAULT_WATCHDOG_URL}`, {
+    throw new OutboxError('FLAG_INVALID', `${flag} expects an http(s) URL, got ${JSON.stringify(redactUrl(value))}. Example: ${flag} ${DEFAULT_WATCHDOG_URL}`, {
       details: { flag },
     });
   }

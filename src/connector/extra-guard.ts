@@ -1,4 +1,5 @@
 import { OutboxError } from '../errors';
+import { isSecretKey, redactValue } from '../log/redact';
 import { isProviderReference } from './escape';
 
 /**
@@ -13,7 +14,6 @@ export interface ExtraRefusal {
   reason: string;
 }
 
-const SECRET_KEY = /password|secret/i;
 
 /** Keys outbox-router sets itself, whatever `--force` says. */
 const FIXED: Record<string, string> = {
@@ -92,7 +92,7 @@ export function checkExtra(base: Readonly<Record<string, string>>, extra: Readon
   const fixed: string[] = [];
   for (const [key, value] of Object.entries(extra)) {
     if (FIXED[key] && base[key] !== value) fixed.push(`  - ${key}: ${FIXED[key]}`);
-    if (SECRET_KEY.test(key) && !isProviderReference(value)) {
+    if (isSecretKey(key) && !isProviderReference(value)) {
       fixed.push(`  - ${key}: secrets must be config-provider references such as \${env:NAME} or \${file:/path:key}; a plain value would be stored in Kafka's config topic`);
     }
   }
@@ -103,7 +103,7 @@ export function checkExtra(base: Readonly<Record<string, string>>, extra: Readon
   }
   const refusals = unsafeExtra(base, extra);
   if (refusals.length === 0 || allowUnsafe) return;
-  const lines = refusals.map((r) => `  - ${r.key}=${SECRET_KEY.test(r.key) ? '[redacted]' : r.value}: ${r.reason}`);
+  const lines = refusals.map((r) => `  - ${r.key}=${redactValue(r.key, r.value)}: ${r.reason}`);
   throw new OutboxError(
     'CONNECTOR_UNSAFE',
     `Refusing extra connector properties that can lose, duplicate or re-publish events; nothing was deployed:\n${lines.join('\n')}\n` +

@@ -15,7 +15,7 @@ describe('status helpers', () => {
   });
 
   it('maskUrl hides credentials; describeError keeps OutboxError messages and adds the hint otherwise', () => {
-    expect(maskUrl('http://admin:s3cret@connect:8083/x')).toBe('http://***@connect:8083/x');
+    expect(maskUrl('http://admin:s3cret@connect:8083/x')).toBe('http://[redacted]@connect:8083/x');
     expect(describeError(new OutboxError('DB_UNAVAILABLE', 'Cannot connect. Fix it.'), 'HINT')).toBe('Cannot connect. Fix it.');
     expect(describeError(Object.assign(new Error('connect refused\nstack'), { code: 'ECONNREFUSED' }), 'Start it.')).toBe('ECONNREFUSED: connect refused. Start it.');
     expect(describeError(new Error('GET http://u:p@h/ failed'), 'x')).not.toContain('u:p');
