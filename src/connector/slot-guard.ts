@@ -22,22 +22,15 @@
  */
 
 import { OutboxError } from '../errors';
+import type { SlotRow } from '../watchdog/slot-query';
 
-export interface SlotInfo {
-  slotName: string;
-  database: string | null;
-  plugin: string | null;
-  active: boolean;
-  activePid: number | null;
-  restartLsn: string | null;
-  confirmedFlushLsn: string | null;
-  /** PG13+: reserved | extended | unreserved | lost. */
-  walStatus: string | null;
-  /** pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn): WAL the slot keeps on disk. */
+/** The connector's view of its slot: a projection of the one slot sample (src/watchdog/slot-query.ts), names as `connector:status --json` prints them. */
+export type SlotInfo = Pick<SlotRow, 'slotName' | 'database' | 'plugin' | 'active' | 'activePid' | 'restartLsn' | 'confirmedFlushLsn' | 'walStatus'> & {
+  /** SlotRow.retainedBytes: WAL the slot keeps on disk. */
   retainedWalBytes: number | null;
-  /** pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn): WAL not yet confirmed by the connector. */
+  /** SlotRow.flushLagBytes: WAL not yet confirmed by the connector. */
   confirmedLagBytes: number | null;
-}
+};
 
 export type GuardCode =
   | 'slot-other-database'
