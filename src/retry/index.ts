@@ -3,6 +3,7 @@
  * retrying only what `shouldRetry` accepts (by default retriable OutboxErrors). The Connect client,
  * the registry connection and the router all use it; tests inject fast settings, `sleep` and `random`.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { isOutboxError } from '../errors';
 
 export interface RetryOptions {
@@ -19,7 +20,8 @@ export interface RetryOptions {
   now?: () => number;
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** The one sleep (node:timers/promises); with a signal, see sleepUnlessAborted. */
+export const sleep = (ms: number): Promise<void> => delay(ms);
 
 export interface BackoffSettings {
   initialDelayMs: number;
@@ -62,15 +64,11 @@ export async function retry<T>(fn: (attempt: number) => Promise<T>, options: Ret
  */
 export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+  return delay(ms, undefined, { signal }).then(
+    () => true,
+    (error: unknown) => {
+      if ((error as Error)?.name === 'AbortError') return false;
+      throw error;
+    },
+  );
 }
