@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../../src/config';
 import { dlqTopicPattern, firingAlerts, formatBytes, routedTopicPattern, targetsLocalStack, topicLag } from '../../../src/status';
 import { describeError, maskUrl, withTimeout } from '../../../src/status/format';
@@ -22,7 +23,7 @@ describe('status helpers', () => {
   });
 
   it('withTimeout rejects with the limit and the hint when the work is too slow', async () => {
-    await expect(withTimeout(20, () => new Promise((r) => setTimeout(r, 500)), 'Check X.')).rejects.toThrow('no answer within 20 ms (--timeout). Check X.');
+    await expect(withTimeout(20, () => sleep(500), 'Check X.')).rejects.toThrow('no answer within 20 ms (--timeout). Check X.');
     await expect(withTimeout(500, async () => 7, 'x')).resolves.toBe(7);
   });
 
