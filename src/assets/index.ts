@@ -13,7 +13,7 @@ export function renderTemplate(text: string, values: Readonly<Record<string, str
   return text.replace(/\$\{([A-Za-z][A-Za-z0-9]*)\}/g, (_match, key: string) => {
     const value = Object.hasOwn(values, key) ? values[key] : undefined;
     if (value === undefined) {
-      throw new OutboxError('CONFIG_INVALID', `${source} uses \${${key}}, which has no value. Known: ${Object.keys(values).join(', ')}.`);
+      throw new OutboxError('TEMPLATE_VALUE_MISSING', `${source} uses \${${key}}, which has no value. Known: ${Object.keys(values).join(', ')}.`);
     }
     return String(value);
   });

@@ -38,7 +38,7 @@ function parseSets(sets: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const item of sets) {
     const eq = item.indexOf('=');
-    if (eq <= 0) throw new OutboxError('CONFIG_INVALID', `--set expects key=value, got ${JSON.stringify(item)}. Example: --set slot.max.retries=10`);
+    if (eq <= 0) throw new OutboxError('FLAG_INVALID', `--set expects key=value, got ${JSON.stringify(item)}. Example: --set slot.max.retries=10`);
     out[item.slice(0, eq).trim()] = item.slice(eq + 1);
   }
   return out;

@@ -4,6 +4,7 @@ import { createPool, qualified } from '../db';
 import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
+import { topicNames } from '../topics';
 import { consumerName, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -14,13 +15,13 @@ interface DlqTarget {
 }
 
 /** `--aggregate-type order` → outbox.dlq.order, or `--topic` as given; the aggregate type for the parked table. */
-function target(opts: DlqTarget, config: OutboxConfig): { dlqTopic: string; aggregateType: string } {
+export function target(opts: DlqTarget, config: OutboxConfig): { dlqTopic: string; aggregateType: string } {
   if (!opts.aggregateType && !opts.topic) {
-    throw new OutboxError('CONFIG_INVALID', 'Say which dead letters: --aggregate-type <type> (reads outbox.dlq.<type>) or --topic <dead-letter topic>.');
+    throw new OutboxError('FLAG_INVALID', 'Say which dead letters: --aggregate-type <type> (reads outbox.dlq.<type>) or --topic <dead-letter topic>.');
   }
-  const aggregateType = opts.aggregateType ?? (opts.topic as string).slice((opts.topic as string).lastIndexOf('.dlq.') + 5);
-  const routed = config.connector.topicReplacement.replace('${routedByValue}', aggregateType);
-  const dlqTopic = opts.topic ?? (routed.includes('.event.') ? routed.replace('.event.', '.dlq.') : `outbox.dlq.${aggregateType}`);
+  const names = topicNames(config.connector.topicReplacement);
+  const aggregateType = opts.aggregateType ?? names.aggregateTypeOfDlq(opts.topic as string);
+  const dlqTopic = opts.topic ?? names.dlqFor(names.routed(aggregateType));
   return { dlqTopic, aggregateType };
 }
 
@@ -29,7 +30,7 @@ function parkedTable(config: OutboxConfig): string {
 }
 
 function timeoutMs(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1) throw new OutboxError('CONFIG_INVALID', `--timeout-ms must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(value)}.`);
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new OutboxError('FLAG_INVALID', `--timeout-ms must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(value)}.`);
   return Number(value);
 }
 
@@ -94,7 +95,7 @@ export function dlqCommands(): Command[] {
     .option('--consumer <name>', 'the router consumer (default on the local stack only: outbox-router)')
     .action(
       action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer?: string }, command: Command) => {
-        if (!opts.aggregateType) throw new OutboxError('CONFIG_INVALID', 'dlq:release needs --aggregate-type <type>.');
+        if (!opts.aggregateType) throw new OutboxError('FLAG_INVALID', 'dlq:release needs --aggregate-type <type>.');
         const config = configFrom(command);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
         try {
@@ -102,7 +103,7 @@ export function dlqCommands(): Command[] {
           const released = await releaseKeys(pool, parkedTable(config), consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
           if ((opts.id !== undefined || opts.head) && released.length === 0) {
             throw new OutboxError(
-              'CONFIG_INVALID',
+              'PARKED_NOT_FOUND',
               `Nothing parked matches ${opts.head ? `the head of key ${JSON.stringify(opts.key)}` : `event id ${JSON.stringify(opts.id)}`} for aggregate type ${JSON.stringify(opts.aggregateType)} and consumer ${JSON.stringify(consumer)}; outbox dlq:replay --dry-run lists what is outstanding.`,
             );
           }

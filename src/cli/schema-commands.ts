@@ -28,7 +28,7 @@ function requireSchemas(dir: string): string {
   const schemasDir = resolve(dir);
   if (createSchemaCatalogue({ schemasDir }).list().length === 0) {
     throw new OutboxError(
-      'CONFIG_INVALID',
+      'SCHEMAS_NOT_FOUND',
       `No Avro schemas in ${schemasDir}: expected files like ${resolve(schemasDir, 'order', 'OrderCreated.avsc')} (<aggregate_type>/<EventType>.avsc). Pass --schemas <dir>.`,
       { details: { schemasDir } },
     );

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { OutboxError } from '../errors';
+import { redactUrl } from '../log/redact';
 import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_PARKED_LIMIT, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -22,7 +23,7 @@ function collect(value: string, previous: string[]): string[] {
 function wholeNumber(flag: string, value: string | undefined, min: number, example: string): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value.trim()) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
-    throw new OutboxError('CONFIG_INVALID', `${flag} expects a whole number ≥ ${min}, got ${JSON.stringify(value)}. Example: ${flag} ${example}`, {
+    throw new OutboxError('FLAG_INVALID', `${flag} expects a whole number ≥ ${min}, got ${JSON.stringify(value)}. Example: ${flag} ${example}`, {
       details: { flag, value },
     });
   }
@@ -34,7 +35,7 @@ function regex(flag: string, value: string | undefined): RegExp | undefined {
   try {
     return new RegExp(value);
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `${flag} expects a regular expression, got ${JSON.stringify(value)} (${(error as Error).message}). Example: ${flag} '^outbox\\.event\\..+'`, {
+    throw new OutboxError('TOPIC_PATTERN_INVALID', `${flag} expects a regular expression, got ${JSON.stringify(value)} (${(error as Error).message}). Example: ${flag} '^outbox\\.event\\..+'`, {
       details: { flag, value },
     });
   }
@@ -49,7 +50,7 @@ function httpUrl(flag: string, value: string | undefined): string | undefined {
     url = undefined;
   }
   if (!url || !['http:', 'https:'].includes(url.protocol)) {
-    throw new OutboxError('CONFIG_INVALID', `${flag} expects an http(s) URL, got ${JSON.stringify(value.replace(/\/\/[^/@\s]+@/, '//***@'))}. Example: ${flag} ${DEFAULT_WATCHDOG_URL}`, {
+    throw new OutboxError('FLAG_INVALID', `${flag} expects an http(s) URL, got ${JSON.stringify(redactUrl(value))}. Example: ${flag} ${DEFAULT_WATCHDOG_URL}`, {
       details: { flag },
     });
   }
@@ -85,7 +86,7 @@ export function statusCommand(): Command {
           groups: opts.group,
         };
         const emptyGroup = opts.group.find((g) => !g.trim());
-        if (emptyGroup !== undefined) throw new OutboxError('CONFIG_INVALID', '--group expects a consumer group id, got an empty string. Example: --group outbox-router');
+        if (emptyGroup !== undefined) throw new OutboxError('FLAG_INVALID', '--group expects a consumer group id, got an empty string. Example: --group outbox-router');
         const config = configFrom(command);
         const status = await collectStatus(config, { ...options, logger: loggerFor(command) });
         process.stdout.write(opts.json ? `${JSON.stringify(status, null, 2)}\n` : renderStatus(status));

@@ -3,7 +3,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import axios, { type AxiosInstance } from 'axios';
 import type { Type } from 'avsc';
 import { readPemFile } from '../config';
-import { scrubHttpError } from '../connector/connect-client';
+import { scrubHttpError } from '../log/redact';
 import { isOutboxError, OutboxError } from '../errors';
 import { retry } from '../retry';
 import { avroTypeOptions, parseAvroType } from './logical-types';

@@ -4,7 +4,8 @@ import { compatibilityIssues, type CompatIssue, type Direction } from './compati
 import { parseAvroType } from './logical-types';
 import { createRegistryConnection, type RegistryConnection, type RegistryConnectionOptions, type RegistrySettings } from './registry-connection';
 import { createSchemaCatalogue, type LocalSchema } from './schema-catalogue';
-import { defaultTopicFor, topicForReplacement, topicRecordSubject, type TopicFor } from './subject-naming';
+import { topicNames } from '../topics';
+import { topicRecordSubject, type TopicFor } from './subject-naming';
 
 /** What the schema commands need from OutboxConfig; the connector's topic replacement names the subjects. */
 export interface SchemaAdminConfig {
@@ -55,8 +56,7 @@ export interface SchemaCheckReport {
 function context(config: SchemaAdminConfig, options: SchemaAdminOptions) {
   const catalogue = createSchemaCatalogue({ schemasDir: options.schemasDir });
   const connection = options.connection ?? createRegistryConnection(config.registry, options);
-  const replacement = config.connector?.topicReplacement;
-  const topicFor = options.topicFor ?? (replacement ? topicForReplacement(replacement) : defaultTopicFor);
+  const topicFor = options.topicFor ?? topicNames(config.connector?.topicReplacement).routed;
   const refOf = (s: LocalSchema): SchemaRef => ({
     subject: topicRecordSubject(topicFor(s.aggregateType), s.fullName),
     aggregateType: s.aggregateType,

@@ -11,13 +11,16 @@
  * `value.subject.name.strategy=io.confluent.kafka.serializers.subject.TopicRecordNameStrategy`, so
  * non-Node consumers find the same subjects.
  */
+import { topicNames } from '../topics';
+
 export type TopicFor = (aggregateType: string) => string;
 
-export const defaultTopicFor: TopicFor = (aggregateType) => `outbox.event.${aggregateType}`;
+/** `outbox.event.<aggregateType>`: the routed topic of the default replacement (src/topics). */
+export const defaultTopicFor: TopicFor = topicNames().routed;
 
 /** The connector's `route.topic.replacement` (`outbox.event.${routedByValue}`) as a TopicFor, so both agree. */
 export function topicForReplacement(replacement: string): TopicFor {
-  return (aggregateType) => replacement.split('${routedByValue}').join(aggregateType);
+  return topicNames(replacement).routed;
 }
 
 export function topicRecordSubject(topic: string, recordFullName: string): string {

@@ -119,8 +119,8 @@ export function outboxSourceTopic(config: OutboxConfig): string {
   return debeziumTopicName(config.connector.topicPrefix, config.outbox.schema, config.outbox.table);
 }
 
-function invalid(message: string): OutboxError {
-  return new OutboxError('CONFIG_INVALID', `${message} Nothing was deployed.`);
+function invalid(message: string, code: 'CONFIG_INVALID' | 'FLAG_INVALID' = 'CONFIG_INVALID'): OutboxError {
+  return new OutboxError(code, `${message} Nothing was deployed.`);
 }
 
 /** What pgoutput's publication_names accepts unquoted, and what survives Debezium's '%s' literal: lower-case plain identifiers. */
@@ -160,7 +160,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   const parsed = connectorBuildOptionsSchema.safeParse(options);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(options)'}: ${i.message}`);
-    throw invalid(`Invalid connector build options:\n${lines.join('\n')}\n`);
+    throw invalid(`Invalid connector build options (--partitions, --replication-factor, --set):\n${lines.join('\n')}\n`, 'FLAG_INVALID');
   }
   const opts = parsed.data;
   const { connector, outbox, database, roles } = config;

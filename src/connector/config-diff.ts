@@ -1,3 +1,4 @@
+import { REDACTED, redactValue } from '../log/redact';
 import { isProviderReference } from './escape';
 
 /** What a deploy would change in Connect's stored config, safe to print. */
@@ -8,16 +9,14 @@ export interface ConfigDiff {
   unchanged: boolean;
 }
 
-const SECRET_KEY = /password|secret/i;
-export const REDACTED = '[redacted]';
+export { REDACTED };
 
 /**
  * A value as it may be shown: values of password/secret keys are redacted, except a config-provider
  * reference like `${env:OUTBOX_CDC_PASSWORD}`, which names where the secret lives and is not one.
  */
 export function displayValue(key: string, value: string): string {
-  if (!SECRET_KEY.test(key)) return value;
-  return isProviderReference(value) ? value : REDACTED;
+  return redactValue(key, value, isProviderReference);
 }
 
 /** A copy of a connector config with every secret value redacted. */

@@ -3,6 +3,7 @@ import axios, { type CreateAxiosDefaults } from 'axios';
 import { readPemFile, type OutboxConfig } from '../config';
 import { withoutUrlCredentials } from '../config/schema';
 import { OutboxError, isOutboxError } from '../errors';
+import { scrubHttpError } from '../log/redact';
 import { retry, type RetryOptions } from '../retry';
 
 /** A small Kafka Connect REST client: every non-2xx becomes an OutboxError naming the status and Connect's message. */
@@ -87,27 +88,6 @@ export function axiosHttp(settings: ConnectSettings): HttpFn {
 }
 
 const TIMEOUT_CODES = new Set(['ECONNABORTED', 'ETIMEDOUT', 'ERR_CANCELED']);
-
-/**
- * An axios error carries the basic-auth credentials twice: `config.auth` and, inside the raw
- * `request`, the Authorization header. Kept as an OutboxError's `cause`, a logger that serializes the
- * cause (pino's err serializer copies enumerable properties) would print them. Removes both, in place.
- */
-export function scrubHttpError<E>(error: E): E {
-  const e = error as { config?: { auth?: unknown; headers?: Record<string, unknown> }; request?: unknown; response?: { config?: unknown; request?: unknown } } | null;
-  if (!e || typeof e !== 'object') return error;
-  const hide = (owner: object, key: string) => {
-    if (Object.hasOwn(owner, key)) Object.defineProperty(owner, key, { enumerable: false, value: undefined, writable: true, configurable: true });
-  };
-  for (const config of [e.config, e.response?.config] as Array<{ auth?: unknown; headers?: Record<string, unknown> } | undefined>) {
-    if (!config || typeof config !== 'object') continue;
-    if (config.auth !== undefined) config.auth = '[redacted]';
-    for (const key of Object.keys(config.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(key) && config.headers) config.headers[key] = '[redacted]';
-  }
-  hide(e, 'request');
-  if (e.response && typeof e.response === 'object') hide(e.response, 'request');
-  return error;
-}
 
 function unreachable(settings: ConnectSettings, request: HttpRequest, error: unknown): OutboxError {
   const code = (error as { code?: string })?.code ?? 'unknown';

@@ -6,6 +6,7 @@ import { quoteIdent } from './escape';
 import { sleep } from '../retry';
 import { checkPublication } from './publication-check';
 import type { SlotInfo } from './slot-guard';
+import { sampleSlots } from '../watchdog/slot-query';
 
 /** The connector's PostgreSQL side, read and cleaned up with the admin settings (config.database). */
 
@@ -14,37 +15,19 @@ export function withAdmin<T>(config: OutboxConfig, body: (client: Client) => Pro
 }
 
 export async function readSlot(client: Client, slotName: string): Promise<SlotInfo | undefined> {
-  const { rows } = await client.query<{
-    slot_name: string;
-    database: string | null;
-    plugin: string | null;
-    active: boolean;
-    active_pid: number | null;
-    restart_lsn: string | null;
-    confirmed_flush_lsn: string | null;
-    wal_status: string | null;
-    retained: string | null;
-    lag: string | null;
-  }>(
-    `SELECT slot_name, database, plugin, active, active_pid, restart_lsn::text, confirmed_flush_lsn::text, wal_status,
-            pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint::text AS retained,
-            pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint::text AS lag
-       FROM pg_replication_slots WHERE slot_name = $1`,
-    [slotName],
-  );
-  const row = rows[0];
+  const row = (await sampleSlots(client)).slots.find((s) => s.slotName === slotName);
   if (!row) return undefined;
   return {
-    slotName: row.slot_name,
+    slotName: row.slotName,
     database: row.database,
     plugin: row.plugin,
     active: row.active,
-    activePid: row.active_pid,
-    restartLsn: row.restart_lsn,
-    confirmedFlushLsn: row.confirmed_flush_lsn,
-    walStatus: row.wal_status,
-    retainedWalBytes: row.retained === null ? null : Number(row.retained),
-    confirmedLagBytes: row.lag === null ? null : Number(row.lag),
+    activePid: row.activePid,
+    restartLsn: row.restartLsn,
+    confirmedFlushLsn: row.confirmedFlushLsn,
+    walStatus: row.walStatus,
+    retainedWalBytes: row.retainedBytes,
+    confirmedLagBytes: row.flushLagBytes,
   };
 }
 

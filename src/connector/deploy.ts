@@ -2,6 +2,7 @@ import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { buildConnectorConfig, type ConnectorBuildOptions } from './build-config';
+import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
 import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
@@ -47,8 +48,6 @@ export interface DeployResult {
   runningAfterMs?: number;
   elapsedMs: number;
 }
-
-const SECRET_KEY = /password|secret/i;
 
 function refuse(name: string, findings: GuardFinding[], created: boolean): OutboxError {
   return new OutboxError(
@@ -186,8 +185,8 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     }
     // Until the tasks carry the new values, a RUNNING status is the old tasks'.
     expectTaskConfig = Object.fromEntries([
-      ...[...diff.added, ...diff.changed].filter((d) => !SECRET_KEY.test(d.key)).map((d) => [d.key, desired[d.key] as string]),
-      ...diff.removed.filter((d) => !SECRET_KEY.test(d.key)).map((d) => [d.key, null]),
+      ...[...diff.added, ...diff.changed].filter((d) => !isSecretKey(d.key)).map((d) => [d.key, desired[d.key] as string]),
+      ...diff.removed.filter((d) => !isSecretKey(d.key)).map((d) => [d.key, null]),
     ]);
   } else {
     await client.create(name, desired, 'STOPPED');

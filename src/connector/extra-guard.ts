@@ -1,4 +1,5 @@
 import { OutboxError } from '../errors';
+import { isSecretKey, redactValue } from '../log/redact';
 import { isProviderReference } from './escape';
 
 /**
@@ -13,7 +14,6 @@ export interface ExtraRefusal {
   reason: string;
 }
 
-const SECRET_KEY = /password|secret/i;
 
 /** Keys outbox-router sets itself, whatever `--force` says. */
 const FIXED: Record<string, string> = {
@@ -87,23 +87,23 @@ export function unsafeExtra(base: Readonly<Record<string, string>>, extra: Reado
   return out;
 }
 
-/** Throws for any refusal: CONFIG_INVALID for the never-allowed ones, CONNECTOR_UNSAFE unless `allowUnsafe`. */
+/** Throws for any refusal: CONNECTOR_PROPERTY_FORBIDDEN for the never-allowed ones, CONNECTOR_UNSAFE unless `allowUnsafe`. */
 export function checkExtra(base: Readonly<Record<string, string>>, extra: Readonly<Record<string, string>>, allowUnsafe: boolean): void {
   const fixed: string[] = [];
   for (const [key, value] of Object.entries(extra)) {
     if (FIXED[key] && base[key] !== value) fixed.push(`  - ${key}: ${FIXED[key]}`);
-    if (SECRET_KEY.test(key) && !isProviderReference(value)) {
+    if (isSecretKey(key) && !isProviderReference(value)) {
       fixed.push(`  - ${key}: secrets must be config-provider references such as \${env:NAME} or \${file:/path:key}; a plain value would be stored in Kafka's config topic`);
     }
   }
   if (fixed.length > 0) {
-    throw new OutboxError('CONFIG_INVALID', `These extra connector properties are never allowed; nothing was deployed:\n${fixed.join('\n')}`, {
+    throw new OutboxError('CONNECTOR_PROPERTY_FORBIDDEN', `These extra connector properties are never allowed; nothing was deployed:\n${fixed.join('\n')}`, {
       details: { keys: fixed.length },
     });
   }
   const refusals = unsafeExtra(base, extra);
   if (refusals.length === 0 || allowUnsafe) return;
-  const lines = refusals.map((r) => `  - ${r.key}=${SECRET_KEY.test(r.key) ? '[redacted]' : r.value}: ${r.reason}`);
+  const lines = refusals.map((r) => `  - ${r.key}=${redactValue(r.key, r.value)}: ${r.reason}`);
   throw new OutboxError(
     'CONNECTOR_UNSAFE',
     `Refusing extra connector properties that can lose, duplicate or re-publish events; nothing was deployed:\n${lines.join('\n')}\n` +

@@ -21,21 +21,16 @@
  * always at or before confirmed_flush_lsn, and moving it loses nothing by itself.
  */
 
-export interface SlotInfo {
-  slotName: string;
-  database: string | null;
-  plugin: string | null;
-  active: boolean;
-  activePid: number | null;
-  restartLsn: string | null;
-  confirmedFlushLsn: string | null;
-  /** PG13+: reserved | extended | unreserved | lost. */
-  walStatus: string | null;
-  /** pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn): WAL the slot keeps on disk. */
+import { OutboxError } from '../errors';
+import type { SlotRow } from '../watchdog/slot-query';
+
+/** The connector's view of its slot: a projection of the one slot sample (src/watchdog/slot-query.ts), names as `connector:status --json` prints them. */
+export type SlotInfo = Pick<SlotRow, 'slotName' | 'database' | 'plugin' | 'active' | 'activePid' | 'restartLsn' | 'confirmedFlushLsn' | 'walStatus'> & {
+  /** SlotRow.retainedBytes: WAL the slot keeps on disk. */
   retainedWalBytes: number | null;
-  /** pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn): WAL not yet confirmed by the connector. */
+  /** SlotRow.flushLagBytes: WAL not yet confirmed by the connector. */
   confirmedLagBytes: number | null;
-}
+};
 
 export type GuardCode =
   | 'slot-other-database'
@@ -70,7 +65,7 @@ export interface GuardInput {
 /** `16/B374D848` as a number of bytes. */
 export function parseLsn(lsn: string): bigint {
   const match = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(lsn.trim());
-  if (!match) throw new Error(`not an LSN: ${lsn}`);
+  if (!match) throw new OutboxError('INTERNAL', `${JSON.stringify(lsn)} is not a PostgreSQL LSN (like 16/B374D848).`, { details: { lsn } });
   return (BigInt(`0x${match[1]}`) << 32n) + BigInt(`0x${match[2]}`);
 }
 

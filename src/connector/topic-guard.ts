@@ -7,7 +7,7 @@
 import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
-import { defaultDlqTopicFor } from '../router/topics';
+import { topicNames } from '../topics';
 import type { GuardFinding } from './slot-guard';
 
 /** What the check needs of a kafkajs Admin (a boundary unit tests fake). */
@@ -19,19 +19,9 @@ export interface CompactedTopic {
   policy: string;
 }
 
-const ROUTED = '${routedByValue}';
-
-/** A routed-topic template (`outbox.event.${routedByValue}`) as an anchored regex over topic names. */
-export function templatePattern(template: string): RegExp {
-  const [before, ...after] = template.split(ROUTED);
-  const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`^${escape(before ?? '')}.+${escape(after.join(ROUTED))}$`);
-}
-
 /** The existing event and dead-letter topics of this deployment whose cleanup.policy compacts. */
 export async function findCompactedTopics(admin: TopicAdmin, topicReplacement: string): Promise<CompactedTopic[]> {
-  const events = templatePattern(topicReplacement);
-  const deadLetters = templatePattern(defaultDlqTopicFor(topicReplacement, ROUTED));
+  const { pattern: events, dlqPattern: deadLetters } = topicNames(topicReplacement);
   const ours = (await admin.listTopics())
     .map((topic) => ({ topic, kind: events.test(topic) ? ('event' as const) : deadLetters.test(topic) ? ('dead-letter' as const) : undefined }))
     .filter((t): t is { topic: string; kind: CompactedTopic['kind'] } => t.kind !== undefined);

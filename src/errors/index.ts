@@ -7,6 +7,23 @@ import { WATCHDOG_ERROR_CODES } from './watchdog-codes';
 
 export const ERROR_CODES = [
   'CONFIG_INVALID',
+  'CONFIG_FILE_INVALID',
+  'TLS_FILE_UNREADABLE',
+  'FLAG_INVALID',
+  'TOPIC_PATTERN_INVALID',
+  'DLQ_TOPIC_MISSING',
+  'PARKED_NOT_FOUND',
+  'TEMPLATE_VALUE_MISSING',
+  'SCHEMAS_NOT_FOUND',
+  'MIGRATION_FILES_INVALID',
+  'CONNECTOR_PROPERTY_FORBIDDEN',
+  'HANDLERS_INVALID',
+  'CONSUMER_NAME_REQUIRED',
+  'GROUP_ID_MISMATCH',
+  'WRITER_MODE_CONFLICT',
+  'PROVISION_ROLE_CONFLICT',
+  'HEALTH_PORT_UNAVAILABLE',
+  'INTERNAL',
   'STACK_JAVA_MISSING',
   'STACK_MAVEN_MISSING',
   'STACK_POSTGRES_MISSING',
@@ -80,4 +97,34 @@ export class OutboxError extends Error {
 
 export function isOutboxError(value: unknown, code?: ErrorCode): value is OutboxError {
   return value instanceof OutboxError && (code === undefined || value.code === code);
+}
+
+/**
+ * Whatever was thrown, as an OutboxError: an OutboxError as it is, anything else (a bug, or a library's
+ * own error nothing translated) as INTERNAL with its message and the original as `cause`. The CLI
+ * wraps at its boundary with this, so no plain Error reaches the user.
+ */
+export function toOutboxError(error: unknown): OutboxError {
+  if (error instanceof OutboxError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new OutboxError('INTERNAL', `unexpected failure, please report it: ${message || (error as Error)?.name || 'no message'}`, {
+    cause: error,
+    details: { name: error instanceof Error ? error.name : typeof error },
+  });
+}
+
+/**
+ * The one paragraph the CLI prints for an error: the message, then the code and where to read about it.
+ * A failed write to a file (permissions, a full disk) says which file and what to do.
+ */
+export function cliErrorText(error: unknown): string {
+  const fsError = error as NodeJS.ErrnoException | undefined;
+  if (!(error instanceof OutboxError) && fsError?.path && ['EACCES', 'EPERM', 'EROFS', 'ENOSPC'].includes(fsError.code ?? '')) {
+    return (
+      `outbox: cannot write ${fsError.path} (${fsError.code}). Make it writable, free disk space, or point ` +
+      'OUTBOX_STACK_DIR / OUTBOX_CACHE_DIR elsewhere.\n'
+    );
+  }
+  const wrapped = toOutboxError(error);
+  return `outbox: ${wrapped.message}\n(error code ${wrapped.code}; see docs/errors.md)\n`;
 }

@@ -1,5 +1,6 @@
 import pino, { type Logger, type LevelWithSilent } from 'pino';
 import pretty from 'pino-pretty';
+import { REDACTED, REDACTED_PATHS } from './redact';
 
 export type { Logger } from 'pino';
 export type LogFormat = 'json' | 'pretty';
@@ -11,20 +12,7 @@ export interface LoggerOptions {
   name?: string;
 }
 
-/**
- * Keys whose values are secrets wherever they appear; pino replaces them before anything is written.
- * Callers must still never build messages out of secrets.
- */
-export const REDACTED_PATHS = [
-  'password',
-  '*.password',
-  'secret',
-  '*.secret',
-  'connectionString',
-  '*.connectionString',
-  'headers.authorization',
-  '*.headers.authorization',
-];
+export { REDACTED, REDACTED_PATHS, SECRET_KEY, isSecretKey, redactSecrets, redactUrl, redactValue, scrubHttpError, urlOrigin } from './redact';
 
 export function defaultLogFormat(): LogFormat {
   const fromEnv = process.env.LOG_FORMAT;
@@ -35,7 +23,7 @@ export function defaultLogFormat(): LogFormat {
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? ((process.env.LOG_LEVEL as LevelWithSilent | undefined) || 'info');
   const format = options.format ?? defaultLogFormat();
-  const base = { name: options.name ?? 'outbox', level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
+  const base = { name: options.name ?? 'outbox', level, redact: { paths: REDACTED_PATHS, censor: REDACTED } };
   if (format === 'pretty') {
     // Synchronous pretty stream (no worker thread) so short CLI runs never lose their last lines.
     return pino(base, pretty({ destination: 2, sync: true, ignore: 'pid,hostname,name,step,ms', translateTime: 'HH:MM:ss.l' }));

@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { CONTENT_TYPES, type ContentType } from '../codec/content-type';
+import { RESERVED_HEADERS } from '../envelope';
 import { OutboxError } from '../errors';
 import { AGGREGATE_TYPE_PATTERN, MAX_AGGREGATE_ID_BYTES, MAX_AGGREGATE_TYPE_LENGTH, MAX_HEADERS_BYTES, TRACEPARENT_PATTERN } from './limits';
 
 export { CONTENT_TYPES, type ContentType };
 
 /** Header names the pipeline sets itself (the SMT sets `id`); user headers may not shadow them. */
-export const RESERVED_HEADERS = ['id', 'eventType', 'contentType', 'traceparent', 'headers'];
+export { RESERVED_HEADERS };
 
 /** An event as the application hands it to writeEvent. */
 export interface OutboxEvent<P = unknown> {

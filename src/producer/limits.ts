@@ -6,6 +6,8 @@
  * refused at INSERT too, with SQLSTATE 23514 and the constraint's name. One home for both answers.
  */
 
+import { DLQ_INFIX, EVENT_INFIX } from '../topics';
+
 /** Kafka's topic name rule: letters, digits, `.`, `_` and `-`, at most 249 characters. */
 export const KAFKA_TOPIC_MAX_LENGTH = 249;
 
@@ -14,7 +16,7 @@ export const KAFKA_TOPIC_MAX_LENGTH = 249;
  * the longer prefix bounds the aggregate type. (A connector.topicReplacement with a longer prefix lowers
  * the real limit by its extra length.)
  */
-export const MAX_AGGREGATE_TYPE_LENGTH = KAFKA_TOPIC_MAX_LENGTH - Math.max('outbox.event.'.length, 'outbox.dlq.'.length);
+export const MAX_AGGREGATE_TYPE_LENGTH = KAFKA_TOPIC_MAX_LENGTH - Math.max(EVENT_INFIX.length, DLQ_INFIX.length);
 
 /** Same text in JavaScript and PostgreSQL (ARE) regular expression syntax. */
 export const AGGREGATE_TYPE_PATTERN = `^[A-Za-z0-9._-]{1,${MAX_AGGREGATE_TYPE_LENGTH}}$`;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ClientBase, QueryConfig, QueryResultRow } from 'pg';
 import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
+import { OUTBOX_COLUMNS } from '../envelope';
 import { OutboxError } from '../errors';
 import { validateEvent, type ContentType, type OutboxEvent } from './event';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
@@ -77,7 +78,9 @@ export interface Queryable {
   query(config: QueryConfig<unknown[]>): Promise<{ rows: QueryResultRow[] }>;
 }
 
-const COLUMNS = 8;
+/** The event columns (src/envelope), in the order of each row's parameters below. */
+const COLUMN_LIST = OUTBOX_COLUMNS.join(', ');
+const COLUMNS = OUTBOX_COLUMNS.length;
 const ROWS_PER_STATEMENT = 1000;
 /** Distinct statement shapes a writer remembers (and prepares) at most. */
 const STATEMENT_CACHE_MAX = 256;
@@ -113,7 +116,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     let text = insertTexts.get(key);
     if (text === undefined) {
       const values = Array.from({ length: rowCount }, (_, r) => `(${Array.from({ length: COLUMNS }, (__, c) => `$${firstParam + r * COLUMNS + c}`).join(', ')})`);
-      text = `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) VALUES ${values.join(', ')}`;
+      text = `INSERT INTO ${table} (${COLUMN_LIST}) VALUES ${values.join(', ')}`;
       if (insertTexts.size < STATEMENT_CACHE_MAX) insertTexts.set(key, text);
     }
     return text;
@@ -128,7 +131,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
   function insertAfter(rowCount: number, firstParam: number): string {
     const casts = ['uuid', 'text', 'text', 'text', 'bytea', 'text', 'text', 'text'];
     const values = Array.from({ length: rowCount }, (_, r) => `(${casts.map((cast, c) => `$${firstParam + r * COLUMNS + c}::${cast}`).join(', ')})`);
-    return `INSERT INTO ${table} (id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers) SELECT v.* FROM (VALUES ${values.join(', ')}) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz`;
+    return `INSERT INTO ${table} (${COLUMN_LIST}) SELECT v.* FROM (VALUES ${values.join(', ')}) AS v CROSS JOIN (SELECT count(*) FROM biz) AS after_biz`;
   }
 
   const combined = new Map<string, { name: string | undefined; text: string }>();
@@ -179,7 +182,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
 
   function assertOneStatement(what: string, events: readonly OutboxEvent[]): void {
     if (options.deleteAfterInsert) {
-      throw new OutboxError('CONFIG_INVALID', `${what} cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.`);
+      throw new OutboxError('WRITER_MODE_CONFLICT', `${what} cannot be used with deleteAfterInsert: a DELETE in the same statement does not see the inserted row. Use writeEvent, or a writer without deleteAfterInsert.`);
     }
     if (events.length === 0 || events.length > ROWS_PER_STATEMENT) {
       throw new OutboxError('EVENT_INVALID', `${what} takes 1 to ${ROWS_PER_STATEMENT} events, got ${events.length}.`);

@@ -26,7 +26,7 @@ export function assertNotProvisioningAsRole(config: OutboxConfig): void {
   const kind = ROLE_KINDS.find((k) => config.roles[k] === config.database.user);
   if (!kind) return;
   throw new OutboxError(
-    'CONFIG_INVALID',
+    'PROVISION_ROLE_CONFLICT',
     `db:provision connects as ${config.database.user} (database.user / PGUSER), which is also roles.${kind}: provisioning would reset that role to a plain login ` +
       `and strip the rights it needs to provision. Connect as an admin role (PGUSER), or give roles.${kind} another name. Nothing was changed.`,
     { details: { fields: [`roles.${kind}`, 'database.user'] } },

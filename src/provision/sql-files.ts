@@ -24,12 +24,12 @@ export function loadMigrations(dir = join(SQL_DIR, 'migrations')): Migration[] {
     .sort()
     .map((file) => {
       const match = /^(\d+)_([a-z0-9_]+)\.sql$/.exec(file);
-      if (!match) throw new OutboxError('CONFIG_INVALID', `Migration file ${join(dir, file)} must be named NNN_name.sql.`);
+      if (!match) throw new OutboxError('MIGRATION_FILES_INVALID', `Migration file ${join(dir, file)} must be named NNN_name.sql.`);
       const template = readFileSync(join(dir, file), 'utf8');
       return { id: Number(match[1]), name: match[2] as string, template, checksum: createHash('sha256').update(template).digest('hex').slice(0, 16) };
     });
   migrations.forEach((m, i) => {
-    if (m.id !== i + 1) throw new OutboxError('CONFIG_INVALID', `Migrations in ${dir} must be numbered 1, 2, 3… without gaps; found ${m.id} at position ${i + 1}.`);
+    if (m.id !== i + 1) throw new OutboxError('MIGRATION_FILES_INVALID', `Migrations in ${dir} must be numbered 1, 2, 3… without gaps; found ${m.id} at position ${i + 1}.`);
   });
   return migrations;
 }

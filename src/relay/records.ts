@@ -1,16 +1,9 @@
 import type { IHeaders } from 'kafkajs';
 import type { TopicFor } from '../codec';
+import { envelopeOf, type OutboxEventRow } from '../envelope';
 
-/** One claimed outbox row, as node-postgres returns it. */
-export interface OutboxRow {
-  id: string;
-  aggregate_type: string;
-  aggregate_id: string;
-  event_type: string;
-  payload: Buffer;
-  content_type: string;
-  traceparent: string | null;
-  headers: string | null;
+/** One claimed outbox row, as node-postgres returns it: the event columns and the relay's bookkeeping. */
+export interface OutboxRow extends OutboxEventRow {
   created_at: Date;
   attempts: number;
 }
@@ -28,32 +21,11 @@ export interface RelayRecord {
 }
 
 /**
- * The record the Debezium Outbox Event Router makes of a row (src/connector/build-config.ts):
- * topic from route.topic.replacement, key = aggregate_id (StringConverter), value = the payload bytes
- * unchanged (BinaryDataConverter), header `id` = the row id, then the additional placements in their
- * configured order: eventType, contentType, traceparent, headers.
- *
- * The one difference: for a NULL traceparent or headers column the SMT emits the header with a null
- * value; kafkajs 2.2.4 cannot encode a null header value (its record encoder calls Buffer.byteLength on
- * it and throws), so the relay leaves such a header out. Readers see the same thing either way: kafkajs
- * and the Java client return null/undefined for both, and the router treats both as "not set".
+ * The record the Debezium Outbox Event Router makes of a row (src/envelope), on the topic
+ * route.topic.replacement names (src/topics).
  */
 export function recordFor(row: OutboxRow, topicFor: TopicFor): RelayRecord {
-  return {
-    rowId: row.id,
-    aggregateId: row.aggregate_id,
-    attempts: row.attempts,
-    topic: topicFor(row.aggregate_type),
-    key: row.aggregate_id,
-    value: row.payload,
-    headers: {
-      id: row.id,
-      eventType: row.event_type,
-      contentType: row.content_type,
-      ...(row.traceparent === null ? {} : { traceparent: row.traceparent }),
-      ...(row.headers === null ? {} : { headers: row.headers }),
-    },
-  };
+  return { rowId: row.id, aggregateId: row.aggregate_id, attempts: row.attempts, topic: topicFor(row.aggregate_type), ...envelopeOf(row) };
 }
 
 /** One key's records in claim order; they are sent together, so they succeed or fail together. */

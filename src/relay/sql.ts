@@ -1,4 +1,5 @@
 import { qualified } from '../db';
+import { OUTBOX_COLUMNS } from '../envelope';
 
 /**
  * Every statement the relay runs, built once per table with escaped identifiers. Parameters are
@@ -63,7 +64,7 @@ export const ROW_BYTES_EXPRESSION =
 
 export function buildRelaySql(schema: string, table: string): RelaySql {
   const t = qualified(schema, table);
-  const columns = 'id, aggregate_type, aggregate_id, event_type, payload, content_type, traceparent, headers, created_at, attempts';
+  const columns = [...OUTBOX_COLUMNS, 'created_at', 'attempts'].join(', ');
   return {
     check: `SELECT ${columns}, seq, published_at FROM ${t} LIMIT 0`,
     claim:

@@ -20,6 +20,7 @@ export interface RetryOptions {
   now?: () => number;
 }
 
+/** The one sleep (node:timers/promises); with a signal, see sleepUnlessAborted. */
 export const sleep = (ms: number): Promise<void> => delay(ms);
 
 export interface BackoffSettings {
@@ -61,11 +62,13 @@ export async function retry<T>(fn: (attempt: number) => Promise<T>, options: Ret
  * Sleeps `ms`, waking early when `signal` aborts. Resolves `true` after a full sleep, `false` when
  * aborted, so a stopping router gives up a retry without dead-lettering the record.
  */
-export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  try {
-    await delay(ms, undefined, { signal });
-    return true;
-  } catch {
-    return false;
-  }
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return delay(ms, undefined, { signal }).then(
+    () => true,
+    (error: unknown) => {
+      if ((error as Error)?.name === 'AbortError') return false;
+      throw error;
+    },
+  );
 }

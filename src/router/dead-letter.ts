@@ -1,4 +1,5 @@
 import type { IHeaders, Message } from 'kafkajs';
+import { DEAD_LETTER_HEADERS, DLQ_HEADER, HEADER } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
 import { messageOf, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Outcome, type RouterDeps, type Where } from './record-context';
 
@@ -19,10 +20,8 @@ export interface DeadLetterInput {
 export const MAX_ERROR_MESSAGE_CHARS = 2_000;
 
 /** Set on a dead letter whose original value and headers the DLQ refused: only the event's identity is kept. */
-export const REDUCED_HEADER = 'x-dead-letter-reduced';
-
-/** The headers a dead letter adds; dropped when a dead letter is replayed or dead-lettered again. */
-export const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$|dead-letter-reduced$)/;
+export const REDUCED_HEADER = DLQ_HEADER.reduced;
+export { DEAD_LETTER_HEADERS };
 
 type HeaderValue = Buffer | string;
 
@@ -57,18 +56,18 @@ export function buildDeadLetter(input: DeadLetterInput): Message {
   const headers = sanitizeHeaders(input.headers, (name) => DEAD_LETTER_HEADERS.test(name));
   const message = input.errorMessage.length > MAX_ERROR_MESSAGE_CHARS ? `${input.errorMessage.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…` : input.errorMessage;
   Object.assign(headers, {
-    'x-original-topic': input.topic,
-    'x-original-partition': String(input.partition),
-    'x-original-offset': input.offset,
-    'x-error-code': input.errorCode,
-    'x-error-message': message,
-    'x-attempts': String(input.attempts),
+    [DLQ_HEADER.originalTopic]: input.topic,
+    [DLQ_HEADER.originalPartition]: String(input.partition),
+    [DLQ_HEADER.originalOffset]: input.offset,
+    [DLQ_HEADER.errorCode]: input.errorCode,
+    [DLQ_HEADER.errorMessage]: message,
+    [DLQ_HEADER.attempts]: String(input.attempts),
   });
   return { key: input.key, value: input.value, headers };
 }
 
 /** The event's identity headers, kept in a reduced dead letter so it can still be found and released. */
-const IDENTITY_HEADERS = new Set(['id', 'eventType', 'contentType']);
+const IDENTITY_HEADERS = new Set<string>([HEADER.id, HEADER.eventType, HEADER.contentType]);
 
 /**
  * When the DLQ refused a dead letter for good (too large, an invalid record), the same letter without

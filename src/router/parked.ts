@@ -151,10 +151,10 @@ export async function releaseKeys(
   // A plain string is the key (the signature before one-event releases existed).
   const target: ReleaseTarget = typeof which === 'string' ? { key: which } : which;
   if (target.head && target.key === undefined) {
-    throw new OutboxError('CONFIG_INVALID', 'dlq:release --head needs --key <key>: the head is the earliest parked event of one key.');
+    throw new OutboxError('FLAG_INVALID', 'dlq:release --head needs --key <key>: the head is the earliest parked event of one key.');
   }
   if (target.head && target.id !== undefined) {
-    throw new OutboxError('CONFIG_INVALID', `dlq:release takes --head or --id, not both (got --id ${JSON.stringify(target.id)}).`);
+    throw new OutboxError('FLAG_INVALID', `dlq:release takes --head or --id, not both (got --id ${JSON.stringify(target.id)}).`);
   }
   const only = target.head
     ? `AND seq = (SELECT seq FROM ${table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 ORDER BY seq LIMIT 1)`

@@ -1,6 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { isOutboxError, OutboxError } from '../errors';
-import { headerText, parseRecordHeaders, type RecordHeaders } from './record-headers';
+import { HEADER, headerText, parseRecordHeaders, type RecordHeaders } from '../envelope';
 import { messageOf, REPLAY_HEADER, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
 import type { RoutedEvent } from './types';
 
@@ -74,7 +74,7 @@ export async function prepareRecord(topic: string, partition: number, message: K
 export function blocksLane(topic: string, message: KafkaMessage, deps: RouterDeps): boolean {
   const aggregateType = deps.aggregateTypeOf(topic);
   if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
-  const eventType = headerText(message.headers, 'eventType');
+  const eventType = headerText(message.headers, HEADER.eventType);
   return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
 }
 

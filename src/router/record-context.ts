@@ -6,7 +6,7 @@ import { isOutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
 import type { UnknownEventTypePolicy } from './options';
 import type { ParkedKeys } from './parked';
-import { headerText } from './record-headers';
+import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import type { EventTypeHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
 
 /** aggregate type → event type → a zod schema of the decoded payload. */
@@ -18,7 +18,7 @@ export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'skipped' | 'a
 export type FailurePolicy = 'dead-letter' | 'block';
 
 /** Set by `outbox dlq:replay` on re-published dead letters. */
-export const REPLAY_HEADER = 'x-replayed-at';
+export const REPLAY_HEADER = DLQ_HEADER.replayedAt;
 
 /** What every record of a router needs: built once by createRouter, replaced by fakes in unit tests. */
 export interface RouterDeps {
@@ -114,7 +114,7 @@ export function count(where: Where, result: 'applied' | 'duplicate', attempts: n
   const { message } = where;
   deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
     ...whereOf(where),
-    id: headerText(message.headers, 'id'),
+    id: headerText(message.headers, HEADER.id),
     attempts,
     transactionMs,
     // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.

@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { DEAD_LETTER_HEADERS, REDUCED_HEADER, sanitizeHeaders } from './dead-letter';
-import { headerText } from './record-headers';
+import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { REPLAY_HEADER } from './record-context';
 
 export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
@@ -62,7 +62,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   const { kafka, dlqTopic } = options;
   const timeoutMs = options.timeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
-    throw new OutboxError('CONFIG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
+    throw new OutboxError('FLAG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
   }
   const admin = kafka.admin();
   await admin.connect();
@@ -71,7 +71,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     const topics = await admin.listTopics();
     if (!topics.includes(dlqTopic)) {
       const dlqs = topics.filter((t) => t.includes('.dlq.')).sort();
-      throw new OutboxError('CONFIG_INVALID', `The dead-letter topic ${JSON.stringify(dlqTopic)} does not exist. Dead-letter topics here: ${dlqs.length ? dlqs.join(', ') : '(none)'}.`, {
+      throw new OutboxError('DLQ_TOPIC_MISSING', `The dead-letter topic ${JSON.stringify(dlqTopic)} does not exist. Dead-letter topics here: ${dlqs.length ? dlqs.join(', ') : '(none)'}.`, {
         details: { dlqTopic },
       });
     }
@@ -103,13 +103,13 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   try {
     await readToEnd(kafka, dlqTopic, ends, timeoutMs, async (partition, message) => {
       report.scanned++;
-      const originalTopic = headerText(message.headers, 'x-original-topic');
+      const originalTopic = headerText(message.headers, DLQ_HEADER.originalTopic);
       if (!originalTopic) {
         report.withoutOrigin++;
         return;
       }
       const key = message.key?.toString('utf8') ?? '';
-      const id = headerText(message.headers, 'id')?.toLowerCase();
+      const id = headerText(message.headers, HEADER.id)?.toLowerCase();
       if (options.key !== undefined && key !== options.key) return;
       if (wanted && (!id || !wanted.has(id))) return;
       // Its value was refused by the DLQ: nothing to replay (the original is at x-original-offset).
@@ -127,7 +127,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
         headers[REPLAY_HEADER] = at;
         await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
       }
-      report.replayed.push({ id: headerText(message.headers, 'id'), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, 'x-error-code') });
+      report.replayed.push({ id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) });
     });
   } finally {
     await producer?.disconnect().catch(() => {});

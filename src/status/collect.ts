@@ -1,6 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
+import { topicNames } from '../topics';
 import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { describeError, maskUrl, withTimeout } from './format';
 import { DEFAULT_PARKED_LIMIT, readParked } from './parked';
@@ -31,20 +32,14 @@ export interface StatusOptions {
   logger?: Logger;
 }
 
-const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
-/** `outbox.event.${routedByValue}` → /^outbox\.event\..+$/: the topics the connector routes to. */
+/** `outbox.event.${routedByValue}` → /^outbox\.event\..+$/: the topics the connector routes to (src/topics). */
 export function routedTopicPattern(config: Pick<OutboxConfig, 'connector'>): RegExp {
-  const [before, after] = config.connector.topicReplacement.split('${routedByValue}');
-  return new RegExp(`^${escapeRegExp(before ?? '')}.+${escapeRegExp(after ?? '')}$`);
+  return topicNames(config.connector.topicReplacement).pattern;
 }
 
-/** The router's dead-letter naming (src/router/topics.ts): outbox.event.<type> → outbox.dlq.<type>, keeping any prefix. */
+/** The router's dead-letter naming (src/topics): outbox.event.<type> → outbox.dlq.<type>, keeping any prefix. */
 export function dlqTopicPattern(config: Pick<OutboxConfig, 'connector'>): RegExp {
-  const replacement = config.connector.topicReplacement;
-  const at = replacement.lastIndexOf('outbox.event.');
-  if (at < 0 || !replacement.endsWith('${routedByValue}')) return /^outbox\.dlq\..+$/;
-  return new RegExp(`^${escapeRegExp(replacement.slice(0, at))}outbox\\.dlq\\..+$`);
+  return topicNames(config.connector.topicReplacement).dlqPattern;
 }
 
 async function section<T>(name: string, timeoutMs: number, hint: string, log: Logger | undefined, read: () => Promise<T>): Promise<Section<T>> {

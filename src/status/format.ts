@@ -1,4 +1,5 @@
 import { isOutboxError } from '../errors';
+import { redactUrl } from '../log/redact';
 
 /** 1536 → "1.5 KiB"; null → "-". */
 export function formatBytes(bytes: number | null | undefined): string {
@@ -21,10 +22,8 @@ export function formatDuration(ms: number): string {
   return `${ms} ms`;
 }
 
-/** `http://user:secret@host/` → `http://***@host/`: credentials in a URL never reach the output. */
-export function maskUrl(url: string): string {
-  return url.replace(/(\/\/)[^/@\s]+@/g, '$1***@');
-}
+/** `http://user:secret@host/` → `http://[redacted]@host/`: credentials in a URL never reach the output (src/log/redact.ts). */
+export const maskUrl = redactUrl;
 
 /** One line for an unreadable section: the error's own message (OutboxErrors carry their fix), else a hint. */
 export function describeError(error: unknown, hint: string): string {

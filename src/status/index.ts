@@ -12,5 +12,5 @@ export { renderStatus, type RenderOptions } from './render';
 export { computeVerdict, type VerdictInput } from './verdict';
 export { formatBytes } from './format';
 export { DEFAULT_PARKED_LIMIT, parkedSql } from './parked';
-export { firingAlerts, targetsLocalStack, topicLag, SLOT_SQL } from './sections';
+export { firingAlerts, targetsLocalStack, topicLag } from './sections';
 export * from './types';

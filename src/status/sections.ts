@@ -6,6 +6,7 @@ import { createConnectClient } from '../connector';
 import { traceHead } from '../connector/wait';
 import { clientConfig, withClient } from '../db';
 import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
+import { sampleSlots } from '../watchdog/slot-query';
 import { maskUrl } from './format';
 import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, TopicLag, WatchdogData } from './types';
 
@@ -122,21 +123,9 @@ export async function readConnector(config: OutboxConfig, timeoutMs: number): Pr
 // ---------------------------------------------------------------- slots
 
 /**
- * Every logical slot (and the configured one, whatever its type). PostgreSQL 13+: wal_status and
- * safe_wal_size exist since 13. On a standby the replay position stands in for the current WAL end.
+ * Every logical slot, and the configured one whatever its type (it comes first), from the one slot
+ * sample (src/watchdog/slot-query.ts, per server version 13–18).
  */
-export const SLOT_SQL = `
-WITH cur AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn)
-SELECT s.slot_name, s.plugin, s.database, s.active, s.active_pid, s.wal_status,
-       pg_wal_lsn_diff(cur.lsn, s.restart_lsn)::bigint::text AS retained,
-       pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn)::bigint::text AS unconfirmed,
-       s.safe_wal_size::text AS safe_wal_size
-  FROM pg_replication_slots s CROSS JOIN cur
- WHERE s.slot_type = 'logical' OR s.slot_name = $1
- ORDER BY s.slot_name <> $1, s.slot_name`;
-
-const num = (v: string | null): number | null => (v === null ? null : Number(v));
-
 export async function readSlots(config: OutboxConfig, timeoutMs: number): Promise<SlotsData> {
   const slotName = config.connector.slotName;
   const settings = clientConfig(config.database, {
@@ -144,32 +133,22 @@ export async function readSlots(config: OutboxConfig, timeoutMs: number): Promis
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
   });
-  const rows = await withClient(settings, async (client) => {
-    const result = await client.query<{
-      slot_name: string;
-      plugin: string | null;
-      database: string | null;
-      active: boolean;
-      active_pid: number | null;
-      wal_status: string | null;
-      retained: string | null;
-      unconfirmed: string | null;
-      safe_wal_size: string | null;
-    }>(SLOT_SQL, [slotName]);
-    return result.rows;
-  });
-  const slots: SlotRow[] = rows.map((r) => ({
-    name: r.slot_name,
-    configured: r.slot_name === slotName,
-    plugin: r.plugin,
-    database: r.database,
-    active: r.active,
-    activePid: r.active_pid,
-    walStatus: r.wal_status,
-    retainedBytes: num(r.retained),
-    confirmedLagBytes: num(r.unconfirmed),
-    safeWalSizeBytes: num(r.safe_wal_size),
-  }));
+  const sample = await withClient(settings, (client) => sampleSlots(client));
+  const slots: SlotRow[] = sample.slots
+    .filter((s) => s.slotType === 'logical' || s.slotName === slotName)
+    .sort((a, b) => Number(b.slotName === slotName) - Number(a.slotName === slotName) || a.slotName.localeCompare(b.slotName))
+    .map((s) => ({
+      name: s.slotName,
+      configured: s.slotName === slotName,
+      plugin: s.plugin,
+      database: s.database,
+      active: s.active,
+      activePid: s.activePid,
+      walStatus: s.walStatus,
+      retainedBytes: s.retainedBytes,
+      confirmedLagBytes: s.flushLagBytes,
+      safeWalSizeBytes: s.safeWalSize,
+    }));
   return { slotName, found: slots.some((s) => s.configured), slots };
 }
 

@@ -4,6 +4,8 @@
  * user@host:port, and credentials in URLs are masked.
  */
 
+import type { SlotRow as SampledSlot } from '../watchdog/slot-query';
+
 export type Level = 'OK' | 'WARNING' | 'CRITICAL';
 
 /** A section either holds its data (`ok: true`) or says why it could not be read and how to fix it. */
@@ -54,23 +56,16 @@ export interface ConnectorData {
   slotName: string | null;
 }
 
-export interface SlotRow {
+/** One slot as `outbox status` reports it: a projection of the one slot sample (src/watchdog/slot-query.ts). */
+export type SlotRow = Pick<SampledSlot, 'plugin' | 'database' | 'active' | 'activePid' | 'walStatus' | 'retainedBytes'> & {
   name: string;
   /** The slot of config.connector.slotName; other logical slots are listed too (they retain WAL as well). */
   configured: boolean;
-  plugin: string | null;
-  database: string | null;
-  active: boolean;
-  activePid: number | null;
-  /** reserved | extended | unreserved | lost (PostgreSQL 13+). */
-  walStatus: string | null;
-  /** WAL kept for the slot: current LSN − restart_lsn. */
-  retainedBytes: number | null;
-  /** Not yet confirmed by the consumer: current LSN − confirmed_flush_lsn. */
+  /** SampledSlot.flushLagBytes: not yet confirmed by the consumer (current LSN − confirmed_flush_lsn). */
   confirmedLagBytes: number | null;
-  /** Bytes that can still be written before the slot is in danger of losing WAL; null when unlimited. */
+  /** SampledSlot.safeWalSize: bytes that can still be written before the slot is in danger of losing WAL; null when unlimited. */
   safeWalSizeBytes: number | null;
-}
+};
 
 export interface SlotsData {
   /** The deployed connector's slot.name, else config.connector.slotName. */

@@ -8,6 +8,7 @@
 import axios from 'axios';
 import { Webhook } from 'standardwebhooks';
 import { OutboxError, isOutboxError } from '../errors';
+import { urlOrigin } from '../log/redact';
 import { retry, sleepUnlessAborted } from '../retry';
 import type { AlertNotification } from './alert-engine';
 import { alertmanagerPayload, genericPayload, slackPayload } from './payloads';
@@ -48,14 +49,7 @@ export function isRetriableStatus(status: number): boolean {
 }
 
 /** Where a URL points, without credentials, path tokens or query: safe to log (Slack URLs embed a token). */
-export function safeTarget(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}`;
-  } catch {
-    return '(invalid URL)';
-  }
-}
+export const safeTarget = urlOrigin;
 
 export interface Receiver {
   kind: ReceiverKind;

@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { loadConfig, type OutboxConfig } from '../config';
 import { clientConfig } from '../db';
+import { sleep } from '../retry';
 import { createWatchdog } from './create-watchdog';
 import { readSettings, slotQuerySql } from './slot-query';
 
@@ -98,13 +99,13 @@ export async function measureWatchdog(options: MeasureOptions = {}): Promise<Wat
         },
       });
       watchdog.start();
-      await new Promise((r) => setTimeout(r, intervalMs * 2 + Math.random() * intervalMs));
+      await sleep(intervalMs * 2 + Math.random() * intervalMs);
       if (firedAt !== null) throw new Error('measureWatchdog: the probe slot alerted before the breach (other WAL traffic?); run again on a quieter server');
       await client.query("SELECT pg_logical_emit_message(false, 'wdbench', repeat('x', 5 * 1024 * 1024))");
       // the breach exists once the WAL does: when the write returns
       const breachAt = performance.now();
       const deadline = performance.now() + intervalMs * 20;
-      while (firedAt === null && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      while (firedAt === null && performance.now() < deadline) await sleep(5);
       await watchdog.stop(0);
       detectionIntervals.push(firedAt === null ? Infinity : round(((firedAt as number) - breachAt) / intervalMs));
     }

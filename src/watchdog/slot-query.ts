@@ -179,3 +179,20 @@ export async function readSlots(client: Queryable, versionNum: number): Promise<
   const { rows } = await client.query(slotQuerySql(versionNum));
   return parseSlotRows(rows as Row[]);
 }
+
+const versions = new WeakMap<object, number>();
+
+/**
+ * The one way to sample replication slots: the watchdog, `outbox status` and the connector commands all
+ * read pg_replication_slots through this query and row type. The server version (which columns exist)
+ * is read once per client unless given.
+ */
+export async function sampleSlots(client: Queryable, versionNum?: number): Promise<SlotSample> {
+  let version = versionNum ?? versions.get(client);
+  if (version === undefined) {
+    const { rows } = await client.query("SELECT current_setting('server_version_num')::int AS version_num");
+    version = Number((rows[0] as Row).version_num);
+    versions.set(client, version);
+  }
+  return readSlots(client, version);
+}

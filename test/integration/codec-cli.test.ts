@@ -66,10 +66,10 @@ describe('outbox schemas:register / schemas:check (real registry)', () => {
     expect(register.stderr).toContain('(error code SCHEMA_INCOMPATIBLE; see docs/errors.md)');
   });
 
-  it('exits 1 with CONFIG_INVALID for a --schemas folder without schemas', async () => {
+  it('exits 1 with SCHEMAS_NOT_FOUND for a --schemas folder without schemas', async () => {
     const result = await run('schemas:check', '--schemas', join(configDir, 'nope'), '--config', configFile);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('No Avro schemas in');
-    expect(result.stderr).toContain('CONFIG_INVALID');
+    expect(result.stderr).toContain('SCHEMAS_NOT_FOUND');
   });
 });

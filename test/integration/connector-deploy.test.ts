@@ -10,6 +10,7 @@ import { provision } from '../../src/provision';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 import { rejection } from '../support/expect-error';
+import { until } from '../support/until';
 
 jest.setTimeout(120_000);
 
@@ -158,8 +159,7 @@ describe('deployConnector on the real stack', () => {
 
   it('refuses to recreate a connector whose slot was dropped behind its back (stored offset, no slot: DBZ-5739)', async () => {
     const config = configWith({ connector: { pollIntervalMs: 50 } });
-    const deadline = Date.now() + 30_000;
-    while ((await client.offsets(config.connector.name)).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+    await until('a stored offset', () => client.offsets(config.connector.name), (offsets) => offsets.length > 0, 30_000);
     expect(await client.offsets(config.connector.name)).not.toHaveLength(0);
 
     const deleted = await deleteConnector(config);

@@ -16,6 +16,7 @@ import { qualified } from '../../src/db';
 import { provision } from '../../src/provision';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomIdentifier, randomName, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
+import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(120_000);
 
@@ -42,15 +43,7 @@ async function insert(row: { id: string; aggregateId: string; payload: Buffer; t
   });
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const waitFor = waitsUpTo(30_000);
 
 const slot = () =>
   withClient(db.name, async (c) => (await c.query('SELECT active, confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [config.connector.slotName])).rows[0]);

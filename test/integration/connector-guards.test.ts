@@ -13,6 +13,7 @@ import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
 import { waitForTopics } from '../support/consume';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
+import { until } from '../support/until';
 
 jest.setTimeout(120_000);
 
@@ -139,9 +140,8 @@ describe('deploy and delete guard rails on the real stack', () => {
     await insertEvents(3);
     const topic = `t${id}.outbox.event.order`;
     await waitForTopics([topic]);
-    const deadline = Date.now() + 60_000;
     const published = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
-    while ((await published()) < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await until('3 records published', published, (n) => n >= 3, 60_000);
     expect(await published()).toBe(3);
 
     // At once: the slot may not have confirmed them yet; the stored offset (flushed when the connector stops) has.

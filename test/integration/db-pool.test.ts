@@ -1,6 +1,7 @@
 import { loadConfig } from '../../src/config';
 import { createPool } from '../../src/db';
 import { freshDatabase, withClient, type FreshDatabase } from '../support/stack-env';
+import { until } from '../support/until';
 
 describe('createPool', () => {
   let db: FreshDatabase;
@@ -19,8 +20,7 @@ describe('createPool', () => {
     try {
       const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       await withClient('postgres', (c) => c.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]));
-      const deadline = Date.now() + 10_000;
-      while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await until('a pool error', () => errors.length, (n) => n > 0, 10_000);
       expect(errors).toEqual(['57P01']);
       const again = await pool.query<{ one: number }>('SELECT 1 AS one');
       expect(again.rows[0]?.one).toBe(1);
@@ -38,8 +38,7 @@ describe('createPool', () => {
       const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       // Without a listener on the client this 'error' event is an uncaught exception: jest fails the run.
       await withClient('postgres', (c) => c.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]));
-      const deadline = Date.now() + 10_000;
-      while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await until('a pool error', () => errors.length, (n) => n > 0, 10_000);
       expect(errors).toContain('57P01'); // reported (then also the lost connection itself)
       await expect(client.query('SELECT 1')).rejects.toThrow();
       const again = await pool.query<{ one: number }>('SELECT 1 AS one');

@@ -29,6 +29,8 @@ describe('router behind the real CDC pipeline', () => {
   let writer: OutboxWriter;
   let prefix: string;
   let router: Router | undefined;
+  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
+  const until = waitsUpTo(60_000);
 
   beforeAll(async () => {
     db = await freshDatabase('routercdc');
@@ -100,8 +102,7 @@ describe('router behind the real CDC pipeline', () => {
     await router.start();
     for (let seq = 1; seq < 10; seq++) for (const a of aggregates) ids.push(await write(a, seq));
 
-    const deadline = Date.now() + 90_000;
-    while ((router.stats().applied < 28) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await until('28 applied', () => router?.stats().applied ?? 0, (n) => n >= 28, 90_000);
     expect(router.stats()).toMatchObject({ applied: 28, deadLettered: 0 });
     const rows = (await pool.query('SELECT message_id, aggregate_id, reason, tenant, traceparent FROM effects ORDER BY seq')).rows;
     expect(new Set(rows.map((r) => r.message_id))).toEqual(new Set(ids));
@@ -113,9 +114,6 @@ describe('router behind the real CDC pipeline', () => {
     expect(rows.filter((r) => r.traceparent).map((r) => r.reason)).toEqual(['0']);
     expect(seen.every((e) => e.aggregateType === 'order' && e.createdAt instanceof Date && !Number.isNaN(e.createdAt.getTime()))).toBe(true);
   });
-
-  /** Waits, but never forever: a blocked partition fails the test instead of hanging it. */
-  const until = waitsUpTo(60_000);
 
   it('a poison row written by plain SQL (traceparent and headers NULL) is dead-lettered, the partition moves on, and dlq:replay applies it once after the fix', async () => {
     await router?.stop();

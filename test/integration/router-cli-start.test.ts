@@ -30,7 +30,7 @@ describe('outbox router: a start that fails', () => {
       const outcome = await Promise.race([exited, hung]);
       if (outcome === 'hung') child.kill('SIGKILL');
       expect(outcome).toBe(1);
-      expect(stderr).toContain('CONFIG_INVALID');
+      expect(stderr).toContain('TOPIC_PATTERN_INVALID');
       expect(stderr).toContain(dlq);
     } finally {
       await admin.deleteTopics({ topics: [dlq] }).catch(() => {});

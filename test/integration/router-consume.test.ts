@@ -253,10 +253,10 @@ describe('router consume loop', () => {
         () => 'started',
         (error: unknown) => (isOutboxError(error) ? `${error.code}: ${error.message}` : String(error)),
       );
-    expect(await refusal(/.*/)).toMatch(/^CONFIG_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics/);
+    expect(await refusal(/.*/)).toMatch(/^TOPIC_PATTERN_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics/);
     // Prefixed: no sample DLQ name matches, the existing `<run>.outbox.dlq.order` does.
     const prefixed = new RegExp(`^${s.run}\\.outbox\\.`);
-    expect(await refusal(prefixed)).toMatch(new RegExp(`^CONFIG_INVALID: The topics pattern .* matches dead-letter topics \\(${s.run}\\.outbox\\.dlq\\.order\\)`));
+    expect(await refusal(prefixed)).toMatch(new RegExp(`^TOPIC_PATTERN_INVALID: The topics pattern .* matches dead-letter topics \\(${s.run}\\.outbox\\.dlq\\.order\\)`));
   });
 
   it("logs the unknown-event-type policy at start-up", async () => {

@@ -227,7 +227,7 @@ describe('router delivery', () => {
     const s = await scenario(1);
     const bad = await runCli(['dlq:replay', '--topic', s.dlq, '--timeout-ms', 'soon']);
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringMatching(/--timeout-ms must be a whole number of milliseconds ≥ 1, got "soon"/) });
-    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 0 })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 0 })).rejects.toMatchObject({ code: 'FLAG_INVALID' });
     await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
     // joining a consumer group alone takes longer than 1 ms
     await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE', message: expect.stringMatching(/no progress for 1 ms/) });

@@ -260,7 +260,7 @@ describe('outbox status (real stack)', () => {
       expect(parsed.verdict.level).toBe('CRITICAL');
       expect(code).toBe(2);
       expect(stdout).not.toContain(secret);
-      expect(parsed.targets.watchdog).toBe('http://***@127.0.0.1:1');
+      expect(parsed.targets.watchdog).toBe('http://[redacted]@127.0.0.1:1');
       expect(parsed.watchdog).toMatchObject({ ok: true, running: false, firing: [] });
       expect(stderr).toBe('');
 

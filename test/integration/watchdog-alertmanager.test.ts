@@ -8,6 +8,7 @@ import { POSTGRES } from '../../scripts/stack/settings';
 import { createWatchdog, dedupKey, type Watchdog } from '../../src/watchdog';
 import { startAlertmanager, type LocalAlertmanager } from '../support/alertmanager';
 import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
+import { waitsUpTo } from '../support/until';
 
 const MiB = 1024 * 1024;
 
@@ -18,15 +19,7 @@ interface AmAlert {
   startsAt: string;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = waitsUpTo(20_000, 100);
 
 describe('watchdog → real Alertmanager', () => {
   let am: LocalAlertmanager;

@@ -7,6 +7,7 @@ import { provision } from '../../src/provision';
 import { createConnectorSupervisor } from '../../src/watchdog';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
+import { until } from '../support/until';
 
 jest.setTimeout(180_000);
 
@@ -45,13 +46,7 @@ describe('connector supervisor', () => {
        VALUES (gen_random_uuid(), 'order', 'poison', 'OrderCreated', convert_to(repeat('x', $1::int), 'UTF8'), 'application/json')`,
       [config.outbox.maxPayloadBytes * 2 + 2 ** 20],
     );
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const status = await connectorStatus(config);
-      if (status.tasks.some((t) => t.state === 'FAILED')) break;
-      if (Date.now() > deadline) throw new Error(`the task did not fail: ${JSON.stringify(status.tasks.map((t) => t.state))}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await until('a FAILED task', () => connectorStatus(config), (status) => status.tasks.some((t) => t.state === 'FAILED'), 60_000);
     let clock = Date.now();
     const restarts: number[] = [];
     const supervisor = createConnectorSupervisor({

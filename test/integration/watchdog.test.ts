@@ -16,6 +16,7 @@ import { POSTGRES, STACK_HOST, STACK_PORTS } from '../../scripts/stack/settings'
 import { createWatchdog, dedupKey, exitCodeFor, type Watchdog } from '../../src/watchdog';
 import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+import { waitsUpTo } from '../support/until';
 
 const SECRET = `whsec_${Buffer.from('outbox-watchdog-test-secret-0123456789').toString('base64')}`;
 const MiB = 1024 * 1024;
@@ -48,15 +49,7 @@ async function startReceiver() {
   };
 }
 
-async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = waitsUpTo(15_000);
 
 const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => withClient(POSTGRES.database, async (c) => (await c.query(text, params)).rows as T[]);
 // WAL is cluster-wide, so any database grows the slots' retention; 'postgres' is one no connector decodes

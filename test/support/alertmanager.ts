@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
@@ -92,6 +93,6 @@ export async function startAlertmanager(): Promise<LocalAlertmanager> {
       await stop();
       throw new Error(`Alertmanager did not become ready on ${url}: ${stderr}`);
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }

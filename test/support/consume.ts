@@ -1,5 +1,6 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import { randomName, testKafka } from './stack-env';
+import { waitsUpTo } from './until';
 
 export interface Received {
   topic: string;
@@ -26,14 +27,14 @@ export async function waitForTopics(topics: string[], timeoutMs = 60_000): Promi
   const admin = testKafka().admin();
   await admin.connect();
   try {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const existing = new Set(await admin.listTopics());
-      const missing = topics.filter((t) => !existing.has(t));
-      if (missing.length === 0) return;
-      if (Date.now() > deadline) throw new Error(`topics ${missing.join(', ')} did not appear within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await waitsUpTo(timeoutMs, 200)(
+      `topics ${topics.join(', ')} to appear`,
+      async () => {
+        const existing = new Set(await admin.listTopics());
+        return topics.filter((t) => !existing.has(t));
+      },
+      (missing) => missing.length === 0,
+    );
   } finally {
     await admin.disconnect();
   }

@@ -192,7 +192,7 @@ describe('settings', () => {
   });
 
   it('rejects a zero partition count and a queue not larger than the batch', () => {
-    expect(thrown(() => buildConnectorConfig(config(), { topicPartitions: 0 })).code).toBe('CONFIG_INVALID');
+    expect(thrown(() => buildConnectorConfig(config(), { topicPartitions: 0 })).code).toBe('FLAG_INVALID');
     const error = thrown(() => buildConnectorConfig(config({ connector: { maxBatchSize: 4096, maxQueueSize: 4096 } })));
     expect(error.code).toBe('CONFIG_INVALID');
     expect(error.message).toContain('maxQueueSize (4096)');
@@ -229,7 +229,7 @@ describe('guard rails on extra', () => {
   it('never stores a plain-text secret, even when forced, and never echoes it', () => {
     for (const key of ['database.password', 'database.sslpassword']) {
       const error = thrown(() => buildConnectorConfig(config(), { extra: { [key]: 'hunter2-plain' }, allowUnsafe: true }));
-      expect(error.code).toBe('CONFIG_INVALID');
+      expect(error.code).toBe('CONNECTOR_PROPERTY_FORBIDDEN');
       expect(error.message).toContain(key);
       expect(error.message).not.toContain('hunter2-plain');
     }
@@ -239,11 +239,11 @@ describe('guard rails on extra', () => {
   });
 
   it('never lets extra rename the connector or change its class', () => {
-    expect(thrown(() => buildConnectorConfig(config(), { extra: { name: 'other' }, allowUnsafe: true })).code).toBe('CONFIG_INVALID');
-    expect(thrown(() => buildConnectorConfig(config(), { extra: { 'connector.class': 'x.Y' }, allowUnsafe: true })).code).toBe('CONFIG_INVALID');
+    expect(thrown(() => buildConnectorConfig(config(), { extra: { name: 'other' }, allowUnsafe: true })).code).toBe('CONNECTOR_PROPERTY_FORBIDDEN');
+    expect(thrown(() => buildConnectorConfig(config(), { extra: { 'connector.class': 'x.Y' }, allowUnsafe: true })).code).toBe('CONNECTOR_PROPERTY_FORBIDDEN');
   });
 
   it('rejects malformed property names', () => {
-    expect(thrown(() => buildConnectorConfig(config(), { extra: { 'bad key': 'x' } })).code).toBe('CONFIG_INVALID');
+    expect(thrown(() => buildConnectorConfig(config(), { extra: { 'bad key': 'x' } })).code).toBe('FLAG_INVALID');
   });
 });

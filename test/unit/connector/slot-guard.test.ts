@@ -24,7 +24,7 @@ describe('LSNs', () => {
     expect(parseLsn('0/3806260')).toBe(58745440n);
     expect(parseLsn('16/B374D848')).toBe((0x16n << 32n) + 0xb374d848n);
     expect(formatLsn(parseLsn('16/B374D848'))).toBe('16/B374D848');
-    expect(() => parseLsn('nope')).toThrow('not an LSN');
+    expect(() => parseLsn('nope')).toThrow(expect.objectContaining({ code: 'INTERNAL', message: expect.stringContaining('not a PostgreSQL LSN') }));
   });
 
   it('takes the furthest of lsn_commit, lsn_proc and lsn from an offset', () => {

@@ -1,6 +1,7 @@
 /** src/connector/topic-guard.ts: existing event and dead-letter topics that compact. Fakes the Kafka admin (a boundary). */
 import { ConfigResourceTypes } from 'kafkajs';
-import { compactedFindings, findCompactedTopics, templatePattern, type TopicAdmin } from '../../../src/connector/topic-guard';
+import { compactedFindings, findCompactedTopics, type TopicAdmin } from '../../../src/connector/topic-guard';
+import { topicNames } from '../../../src/topics';
 
 function fakeAdmin(policies: Record<string, string>): TopicAdmin & { asked: string[] } {
   const asked: string[] = [];
@@ -22,9 +23,9 @@ function fakeAdmin(policies: Record<string, string>): TopicAdmin & { asked: stri
 
 describe('existing topics with a compacting cleanup.policy', () => {
   it('turns the routed-topic template into an anchored pattern', () => {
-    expect(templatePattern('t1.outbox.event.${routedByValue}').test('t1.outbox.event.order')).toBe(true);
-    expect(templatePattern('t1.outbox.event.${routedByValue}').test('xt1.outbox.event.order')).toBe(false);
-    expect(templatePattern('events-${routedByValue}-v1').test('events-order-v1')).toBe(true);
+    expect(topicNames('t1.outbox.event.${routedByValue}').pattern.test('t1.outbox.event.order')).toBe(true);
+    expect(topicNames('t1.outbox.event.${routedByValue}').pattern.test('xt1.outbox.event.order')).toBe(false);
+    expect(topicNames('events-${routedByValue}-v1').pattern.test('events-order-v1')).toBe(true);
   });
 
   it('finds compacted event and dead-letter topics of this deployment only', async () => {

@@ -46,9 +46,9 @@ describe('planRolePasswords', () => {
 });
 
 describe('assertNotProvisioningAsRole', () => {
-  it('provisioning while connected as one of the roles is CONFIG_INVALID naming both settings', () => {
+  it('provisioning while connected as one of the roles is PROVISION_ROLE_CONFLICT naming both settings', () => {
     const error = thrown(() => assertNotProvisioningAsRole(loadConfig({ env: { PGUSER: 'outbox_monitor' } })));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('PROVISION_ROLE_CONFLICT');
     expect(error.message).toContain('db:provision connects as outbox_monitor (database.user / PGUSER), which is also roles.monitor');
     expect(error.details).toEqual({ fields: ['roles.monitor', 'database.user'] });
   });

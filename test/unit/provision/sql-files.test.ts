@@ -69,22 +69,22 @@ describe('loadMigrations (directory rules)', () => {
     expect(loadMigrations(d).map((m) => m.id)).toEqual([1, 2]);
   });
 
-  it('a gap in the numbering is CONFIG_INVALID naming the directory', () => {
+  it('a gap in the numbering is MIGRATION_FILES_INVALID naming the directory', () => {
     const d = migrationsDir({ '001_a.sql': 'SELECT 1;', '003_c.sql': 'SELECT 3;' });
     const error = thrown(() => loadMigrations(d));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('MIGRATION_FILES_INVALID');
     expect(error.message).toContain(d);
     expect(error.message).toContain('found 3 at position 2');
   });
 
-  it('not starting at 1 is CONFIG_INVALID', () => {
-    expect(thrown(() => loadMigrations(migrationsDir({ '002_b.sql': 'SELECT 2;' }))).code).toBe('CONFIG_INVALID');
+  it('not starting at 1 is MIGRATION_FILES_INVALID', () => {
+    expect(thrown(() => loadMigrations(migrationsDir({ '002_b.sql': 'SELECT 2;' }))).code).toBe('MIGRATION_FILES_INVALID');
   });
 
-  it.each(['outbox.sql', '001-outbox.sql', '001_Outbox.sql', '001_out box.sql'])('a badly named file %s is CONFIG_INVALID naming it', (bad) => {
+  it.each(['outbox.sql', '001-outbox.sql', '001_Outbox.sql', '001_out box.sql'])('a badly named file %s is MIGRATION_FILES_INVALID naming it', (bad) => {
     const d = migrationsDir({ '001_a.sql': 'SELECT 1;', [bad]: 'SELECT 2;' });
     const error = thrown(() => loadMigrations(d));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('MIGRATION_FILES_INVALID');
     expect(error.message).toContain(join(d, bad));
   });
 });
@@ -234,9 +234,9 @@ describe('rendering every SQL file with hostile names', () => {
     expect(text['8_outbox_limits']).toContain(`ALTER TABLE ${outbox} DROP CONSTRAINT IF EXISTS ${esc(`${hostile.table}_aggregate_type_check`)}`);
   });
 
-  it('an unknown placeholder in a template is CONFIG_INVALID naming the source', () => {
+  it('an unknown placeholder in a template is TEMPLATE_VALUE_MISSING naming the source', () => {
     const error = thrown(() => renderSql('SELECT * FROM ${nope};', cfg, 'custom.sql'));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('TEMPLATE_VALUE_MISSING');
     expect(error.message).toContain('${nope}');
     expect(error.message).toContain('custom.sql');
   });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
 import { ParkedKeys } from '../../../src/router/parked';
 import { runPartitionBatch } from '../../../src/router/partition-batch';
@@ -108,7 +109,7 @@ describe("the router's own round trips per chunk", () => {
     } finally {
       spy.mockRestore();
     }
-    const { d, letters, stats } = deps({ order: { A: async (event: { payload: { n: number } }) => void (event.payload.n === 1 && (await new Promise((r) => setTimeout(r, 200)))) } }, { handlerTimeoutMs: 30, maxAttempts: 1 });
+    const { d, letters, stats } = deps({ order: { A: async (event: { payload: { n: number } }) => void (event.payload.n === 1 && (await sleep(200))) } }, { handlerTimeoutMs: 30, maxAttempts: 1 });
     await run(d, Array.from({ length: 3 }, (_, i) => message(i)));
     expect(letters.map((l) => l.message.headers?.['x-error-code'])).toEqual(['HANDLER_TIMEOUT']);
     expect(stats).toMatchObject({ applied: 2, deadLettered: 1 });

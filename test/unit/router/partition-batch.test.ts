@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
 import { laneOf, runPartitionBatch } from '../../../src/router/partition-batch';
 import { fakeDeps, type FakeDeps } from './fake-deps';
@@ -46,7 +47,7 @@ describe('runPartitionBatch', () => {
     const resolved: string[] = [];
     // Later records finish sooner: lanes race, and a naive "resolve when done" would skip past holes.
     const d = deps(async ({ n }) => {
-      await new Promise((r) => setTimeout(r, (40 - n) % 7));
+      await sleep((40 - n) % 7);
       handled.push(n);
     });
     const last = await runPartitionBatch('t', 0, messages, d, d, { lanes: 4, maxTransactionRecords: 1, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => false, revoked: () => false });
@@ -84,7 +85,7 @@ describe('runPartitionBatch: a lane that fails, a partition that is revoked', ()
     let slowHandled = 0;
     const d = deps(async ({ n }) => {
       if (n === 0) throw new Error('handler failure: retried, and the retry heartbeat finds the group rebalancing');
-      await new Promise((r) => setTimeout(r, 30));
+      await sleep(30);
       slowHandled++;
     });
     d.maxAttempts = 3;
@@ -96,7 +97,7 @@ describe('runPartitionBatch: a lane that fails, a partition that is revoked', ()
       (error: Error) => error.message,
     );
     const atReturn = slowHandled;
-    await new Promise((r) => setTimeout(r, 400));
+    await sleep(400);
     expect(outcome).toMatch(/rebalancing/);
     expect(slowHandled).toBe(atReturn); // nothing ran behind the caller's back
     expect(atReturn).toBeLessThan(10); // the sibling stopped early
@@ -132,7 +133,7 @@ describe('runPartitionBatch: an event type without a handler under the block pol
 
 describe('runPartitionBatch: a long batch yields to the partitions waiting on it', () => {
   const messages = Array.from({ length: 20 }, (_, i) => message(i, `k${i}`));
-  const slow = () => deps(async () => void (await new Promise((r) => setTimeout(r, 15))));
+  const slow = () => deps(async () => void (await sleep(15)));
   const run = async (othersWaiting: boolean) => {
     const resolved: string[] = [];
     const d = slow();

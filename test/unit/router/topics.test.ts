@@ -31,8 +31,8 @@ describe('assertNotDlqPattern', () => {
   };
 
   it('refuses a pattern matching dead-letter topics, naming the pattern and the fix', () => {
-    expect(refusal(/.*/)).toMatch(/^CONFIG_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics \(outbox\.dlq\.x.*\^outbox\\\.event\\\.\.\+ \(the default\)/s);
-    expect(refusal(/^outbox\..+/)).toMatch(/^CONFIG_INVALID: .*outbox\.dlq\.x/s);
+    expect(refusal(/.*/)).toMatch(/^TOPIC_PATTERN_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics \(outbox\.dlq\.x.*\^outbox\\\.event\\\.\.\+\$ \(the default\)/s);
+    expect(refusal(/^outbox\..+/)).toMatch(/^TOPIC_PATTERN_INVALID: .*outbox\.dlq\.x/s);
   });
 
   it('accepts the default and narrow patterns', () => {

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isOutboxError } from '../../../src/errors';
+import { waitsUpTo } from '../../support/until';
 import {
   commandLine,
   isAlive,
@@ -184,17 +185,15 @@ describe('treeRssBytes', () => {
 
 /** Polls /proc until `pid` is listed with `parent` as its parent (bounded: fails the test after 10 s). */
 async function waitForChildInProc(pid: number, parent: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
+  const parentOf = () => {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent) return;
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     } catch {
-      // not in /proc yet
+      return undefined; // not in /proc yet
     }
-    if (Date.now() > deadline) throw new Error(`process ${pid} never appeared in /proc under ${parent}`);
-    await sleep(20);
-  }
+  };
+  await waitsUpTo(10_000, 20)(`process ${pid} under ${parent} in /proc`, parentOf, (p) => p === parent);
 }
 
 describe('spawnDetached and stopProcess', () => {
@@ -222,9 +221,7 @@ describe('spawnDetached and stopProcess', () => {
     writeFileSync(logFile, 'earlier run\n');
     const pid = spawnDetached({ command: 'sh', args: ['-c', 'echo out; echo err >&2'], logFile, pidFile: join(dir, 'echo.pid') });
     started.push(pid);
-    const deadline = Date.now() + 5000;
-    while (isAlive(pid) && Date.now() < deadline) await sleep(20);
-    expect(isAlive(pid)).toBe(false);
+    await waitsUpTo(5000, 20)(`process ${pid} to exit`, () => isAlive(pid), (alive) => !alive);
     expect(readFileSync(logFile, 'utf8').split('\n').sort()).toEqual(['', 'earlier run', 'err', 'out'].sort());
   });
 
@@ -239,8 +236,7 @@ describe('spawnDetached and stopProcess', () => {
       env: { PATH: process.env.PATH, OUTBOX_TEST_VALUE: 'xyz' },
     });
     started.push(pid);
-    const deadline = Date.now() + 5000;
-    while (isAlive(pid) && Date.now() < deadline) await sleep(20);
+    await waitsUpTo(5000, 20)(`process ${pid} to exit`, () => isAlive(pid), (alive) => !alive);
     expect(readFileSync(logFile, 'utf8').trim()).toBe(`${dir} xyz`);
   });
 

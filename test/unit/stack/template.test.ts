@@ -30,9 +30,9 @@ describe('renderTemplate', () => {
     expect(renderTemplate(text, {})).toBe(text);
   });
 
-  it('throws CONFIG_INVALID naming the missing key, the source and the known keys', () => {
+  it('throws TEMPLATE_VALUE_MISSING naming the missing key, the source and the known keys', () => {
     const error = thrown(() => renderTemplate('a=${present}\nb=${missingKey}\n', { present: 1, other: 2 }, 'kafka.properties'));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('TEMPLATE_VALUE_MISSING');
     expect(error.message).toContain('${missingKey}');
     expect(error.message).toContain('kafka.properties');
     expect(error.message).toContain('present');
@@ -43,7 +43,7 @@ describe('renderTemplate', () => {
     // Regression test, fixed (scripts/stack/template.ts): `values[key]` also finds inherited members, so `${constructor}` or
     // `${toString}` with no such value renders "function Object() { [native code] }" instead of throwing.
     // Fix: look up with Object.hasOwn(values, key).
-    expect(thrown(() => renderTemplate('a=${constructor}', {})).code).toBe('CONFIG_INVALID');
+    expect(thrown(() => renderTemplate('a=${constructor}', {})).code).toBe('TEMPLATE_VALUE_MISSING');
     expect(thrown(() => renderTemplate('a=${toString}', { x: 1 })).message).toContain('${toString}');
   });
 
@@ -54,7 +54,7 @@ describe('renderTemplate', () => {
       writeFileSync(file, 'port=${port}\nhost=${host}\n');
       expect(renderTemplateFile(file, { port: 1, host: 'h' })).toBe('port=1\nhost=h\n');
       const error = thrown(() => renderTemplateFile(file, { port: 1 }));
-      expect(error.code).toBe('CONFIG_INVALID');
+      expect(error.code).toBe('TEMPLATE_VALUE_MISSING');
       expect(error.message).toContain(file);
       expect(error.message).toContain('${host}');
     } finally {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../../src/config';
 import { dlqTopicPattern, firingAlerts, formatBytes, routedTopicPattern, targetsLocalStack, topicLag } from '../../../src/status';
 import { describeError, maskUrl, withTimeout } from '../../../src/status/format';
@@ -15,14 +16,14 @@ describe('status helpers', () => {
   });
 
   it('maskUrl hides credentials; describeError keeps OutboxError messages and adds the hint otherwise', () => {
-    expect(maskUrl('http://admin:s3cret@connect:8083/x')).toBe('http://***@connect:8083/x');
+    expect(maskUrl('http://admin:s3cret@connect:8083/x')).toBe('http://[redacted]@connect:8083/x');
     expect(describeError(new OutboxError('DB_UNAVAILABLE', 'Cannot connect. Fix it.'), 'HINT')).toBe('Cannot connect. Fix it.');
     expect(describeError(Object.assign(new Error('connect refused\nstack'), { code: 'ECONNREFUSED' }), 'Start it.')).toBe('ECONNREFUSED: connect refused. Start it.');
     expect(describeError(new Error('GET http://u:p@h/ failed'), 'x')).not.toContain('u:p');
   });
 
   it('withTimeout rejects with the limit and the hint when the work is too slow', async () => {
-    await expect(withTimeout(20, () => new Promise((r) => setTimeout(r, 500)), 'Check X.')).rejects.toThrow('no answer within 20 ms (--timeout). Check X.');
+    await expect(withTimeout(20, () => sleep(500), 'Check X.')).rejects.toThrow('no answer within 20 ms (--timeout). Check X.');
     await expect(withTimeout(500, async () => 7, 'x')).resolves.toBe(7);
   });
 

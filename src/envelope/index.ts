@@ -1,0 +1,163 @@
+/**
+ * The record envelope, in one place (docs/operations.md, "The outbox table, topics and headers"): the
+ * outbox table's event columns, the headers the Event Router makes of them (connect/outbox-connector.json,
+ * `table.fields.additional.placement`; a unit test keeps the template and these names equal), the
+ * record the polling relay builds from a row, the parsing the router does, and the headers a dead
+ * letter or a replay adds. Types only from kafkajs: the writer may use this module.
+ */
+import type { IHeaders } from 'kafkajs';
+import { OutboxError } from '../errors';
+
+/** Header names of every routed record. */
+export const HEADER = {
+  /** The outbox row's uuid id (the Event Router's `table.field.event.id`). */
+  id: 'id',
+  eventType: 'eventType',
+  contentType: 'contentType',
+  traceparent: 'traceparent',
+  /** The writer's extra headers: a JSON object of string values, or null. */
+  headers: 'headers',
+} as const;
+
+/** Names an event's own `headers` may not use: the envelope's. */
+export const RESERVED_HEADERS: readonly string[] = Object.values(HEADER);
+
+/** The headers a dead letter adds to the original record's. */
+export const DLQ_HEADER = {
+  originalTopic: 'x-original-topic',
+  originalPartition: 'x-original-partition',
+  originalOffset: 'x-original-offset',
+  errorCode: 'x-error-code',
+  errorMessage: 'x-error-message',
+  attempts: 'x-attempts',
+  /** Set on a dead letter whose original value and headers the DLQ refused: only the event's identity is kept. */
+  reduced: 'x-dead-letter-reduced',
+  /** Set by `dlq:replay` on a re-published record. */
+  replayedAt: 'x-replayed-at',
+} as const;
+
+/** The headers a dead letter adds; dropped when a dead letter is replayed or dead-lettered again. */
+export const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$|dead-letter-reduced$)/;
+
+/** The outbox table's event columns, in the writer's INSERT order. */
+export const OUTBOX_COLUMNS = ['id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers'] as const;
+
+/** What the Event Router reads from which column (the connector template's `table.field.*` and `route.by.field`). */
+export const EVENT_ROUTER_FIELDS = { id: 'id', key: 'aggregate_id', payload: 'payload', routeBy: 'aggregate_type' } as const;
+
+/** Column → header, in the Event Router's configured order: `table.fields.additional.placement`. */
+export const ADDITIONAL_PLACEMENT: ReadonlyArray<readonly [column: string, header: string]> = [
+  ['event_type', HEADER.eventType],
+  ['content_type', HEADER.contentType],
+  ['traceparent', HEADER.traceparent],
+  ['headers', HEADER.headers],
+];
+
+/** `event_type:header:eventType,…`: the template's value, derived. */
+export function additionalPlacement(): string {
+  return ADDITIONAL_PLACEMENT.map(([column, header]) => `${column}:header:${header}`).join(',');
+}
+
+/** One outbox row's event columns, as node-postgres returns them. */
+export interface OutboxEventRow {
+  id: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  event_type: string;
+  payload: Buffer;
+  content_type: string;
+  traceparent: string | null;
+  headers: string | null;
+}
+
+/** The Kafka record of a row: key, value and headers (the topic is the caller's, src/topics). */
+export interface EnvelopeRecord {
+  key: string;
+  value: Buffer;
+  headers: IHeaders;
+}
+
+/**
+ * The record the Debezium Outbox Event Router makes of a row: key = aggregate_id (StringConverter),
+ * value = the payload bytes unchanged (BinaryDataConverter), header `id` = the row id, then the
+ * additional placements in their configured order.
+ *
+ * The one difference: for a NULL traceparent or headers column the SMT emits the header with a null
+ * value; kafkajs 2.2.4 cannot encode a null header value (its record encoder calls Buffer.byteLength on
+ * it and throws), so such a header is left out. Readers see the same thing either way: kafkajs and the
+ * Java client return null/undefined for both, and the router treats both as "not set".
+ */
+export function envelopeOf(row: OutboxEventRow): EnvelopeRecord {
+  return {
+    key: row.aggregate_id,
+    value: row.payload,
+    headers: {
+      [HEADER.id]: row.id,
+      [HEADER.eventType]: row.event_type,
+      [HEADER.contentType]: row.content_type,
+      ...(row.traceparent === null ? {} : { [HEADER.traceparent]: row.traceparent }),
+      ...(row.headers === null ? {} : { [HEADER.headers]: row.headers }),
+    },
+  };
+}
+
+/** The headers of one record, checked. */
+export interface RecordHeaders {
+  id: string;
+  eventType: string;
+  contentType: string;
+  traceparent?: string;
+  /** The writer's extra headers (the `headers` header, a JSON object of strings); `{}` when absent or null. */
+  extra: Record<string, string>;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** One header as text: kafkajs gives Buffers (or arrays of them when a name repeats; the first wins). */
+export function headerText(headers: IHeaders | undefined, name: string): string | undefined {
+  const raw = headers?.[name];
+  const first = Array.isArray(raw) ? raw[0] : raw;
+  if (first === undefined || first === null) return undefined;
+  return Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
+}
+
+function invalid(message: string, details: Record<string, unknown>): OutboxError {
+  return new OutboxError('RECORD_INVALID', message, { details });
+}
+
+/** Throws RECORD_INVALID (dead-letter at once: a redelivery carries the same headers) naming what is wrong. */
+export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders {
+  const id = headerText(headers, HEADER.id);
+  const eventType = headerText(headers, HEADER.eventType);
+  const contentType = headerText(headers, HEADER.contentType);
+  const missing = [id ? undefined : HEADER.id, eventType ? undefined : HEADER.eventType, contentType ? undefined : HEADER.contentType].filter(Boolean);
+  if (missing.length > 0) {
+    throw invalid(`The record lacks the header(s) ${missing.join(', ')}; the Event Router sets id, eventType and contentType on every record.`, { missing });
+  }
+  if (!UUID.test(id as string)) {
+    throw invalid(`The record's id header ${JSON.stringify(id)} is not a UUID; the inbox keys applied events by the outbox row's uuid id.`, { id });
+  }
+  return {
+    id: (id as string).toLowerCase(),
+    eventType: eventType as string,
+    contentType: contentType as string,
+    traceparent: headerText(headers, HEADER.traceparent) || undefined,
+    extra: parseExtraHeaders(headerText(headers, HEADER.headers)),
+  };
+}
+
+/** The `headers` header: null/absent/empty → `{}`; anything but a JSON object of strings → RECORD_INVALID. */
+export function parseExtraHeaders(text: string | undefined): Record<string, string> {
+  if (text === undefined || text === '' || text === 'null') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalid(`The record's headers header is not JSON: ${JSON.stringify(text.slice(0, 200))}. It must be a JSON object of string values, or null.`, {});
+  }
+  if (parsed === null) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed) || Object.values(parsed).some((v) => typeof v !== 'string')) {
+    throw invalid(`The record's headers header ${JSON.stringify(text.slice(0, 200))} is not a JSON object of string values.`, {});
+  }
+  return { ...(parsed as Record<string, string>) };
+}

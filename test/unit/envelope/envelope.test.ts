@@ -1,0 +1,50 @@
+/** src/envelope: the header and column names of the record contract, and the connector template that must agree. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  additionalPlacement,
+  DLQ_HEADER,
+  envelopeOf,
+  EVENT_ROUTER_FIELDS,
+  HEADER,
+  OUTBOX_COLUMNS,
+  parseRecordHeaders,
+  RESERVED_HEADERS,
+} from '../../../src/envelope';
+import { RESERVED_HEADERS as PRODUCER_RESERVED } from '../../../src/producer';
+import { buildDeadLetter } from '../../../src/router/dead-letter';
+
+const template = JSON.parse(readFileSync(join(__dirname, '../../../connect/outbox-connector.json'), 'utf8')) as Record<string, string>;
+
+describe('the record envelope', () => {
+  it("the connector template's Event Router fields and additional placement are the module's names", () => {
+    expect(template['transforms.outbox.table.fields.additional.placement']).toBe(additionalPlacement());
+    expect(additionalPlacement()).toBe('event_type:header:eventType,content_type:header:contentType,traceparent:header:traceparent,headers:header:headers');
+    expect(template['transforms.outbox.table.field.event.id']).toBe(EVENT_ROUTER_FIELDS.id);
+    expect(template['transforms.outbox.table.field.event.key']).toBe(EVENT_ROUTER_FIELDS.key);
+    expect(template['transforms.outbox.table.field.event.payload']).toBe(EVENT_ROUTER_FIELDS.payload);
+    expect(template['transforms.outbox.route.by.field']).toBe(EVENT_ROUTER_FIELDS.routeBy);
+    for (const column of Object.values(EVENT_ROUTER_FIELDS)) expect(OUTBOX_COLUMNS).toContain(column);
+  });
+
+  it('the reserved header names are the envelope headers, for the writer too', () => {
+    expect([...RESERVED_HEADERS]).toEqual(['id', 'eventType', 'contentType', 'traceparent', 'headers']);
+    expect(PRODUCER_RESERVED).toBe(RESERVED_HEADERS);
+  });
+
+  it('what the relay builds from a row, the router parses back', () => {
+    const row = { id: '0190f1a2-0000-7000-8000-000000000001', aggregate_type: 'order', aggregate_id: 'o-1', event_type: 'OrderCreated', payload: Buffer.from('{}'), content_type: 'application/json', traceparent: null, headers: '{"a":"b"}' };
+    const record = envelopeOf(row);
+    expect(record).toEqual({ key: 'o-1', value: row.payload, headers: { id: row.id, eventType: 'OrderCreated', contentType: 'application/json', headers: '{"a":"b"}' } });
+    expect(parseRecordHeaders(record.headers)).toEqual({ id: row.id, eventType: 'OrderCreated', contentType: 'application/json', traceparent: undefined, extra: { a: 'b' } });
+  });
+
+  it('a dead letter carries the x- headers named here', () => {
+    const letter = buildDeadLetter({ topic: 't', partition: 1, offset: '7', key: 'k', value: 'v', headers: { [HEADER.id]: 'x' }, errorCode: 'E', errorMessage: 'm', attempts: 3 });
+    expect(Object.keys(letter.headers ?? {}).sort()).toEqual(
+      [HEADER.id, DLQ_HEADER.originalTopic, DLQ_HEADER.originalPartition, DLQ_HEADER.originalOffset, DLQ_HEADER.errorCode, DLQ_HEADER.errorMessage, DLQ_HEADER.attempts].sort(),
+    );
+    expect(letter.headers?.['x-original-topic']).toBe('t');
+    expect(letter.headers?.['x-attempts']).toBe('3');
+  });
+});
