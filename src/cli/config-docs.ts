@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { ENV_SETTINGS, outboxConfigSchema } from '../config';
 import { relaySchema } from '../config/relay-schema';
 import { routerSchema } from '../config/router-schema';
-import { DEFAULT_TOPICS } from '../router/topics';
+import { topicNames } from '../topics';
 import type { FlagSetting } from './config-option';
 import { RELAY_FLAGS } from './relay-command';
 import { ROUTER_FLAGS } from './router-command';
@@ -12,7 +12,7 @@ const DERIVED_DEFAULTS: Record<string, string> = {
   'router.handlers': '— (required by `outbox router`)',
   'router.consumer': '`outbox-router` on the local stack; required elsewhere',
   'router.groupId': '`router.consumer`',
-  'router.topics': `\`${DEFAULT_TOPICS.source}\``,
+  'router.topics': `the routed topics of \`connector.topicReplacement\` (\`${topicNames().pattern.source}\`)`,
   'router.poolSize': 'partitions × lanes + 2',
 };
 

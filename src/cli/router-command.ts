@@ -1,7 +1,6 @@
 import { Command, Option } from 'commander';
-import { createCodec, topicForReplacement } from '../codec';
 import { OutboxError } from '../errors';
-import { createRouter, createRouterMetrics, DEFAULT_TOPICS } from '../router';
+import { createRouter, createRouterMetrics } from '../router';
 import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
 import { runService } from '../service';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
@@ -60,7 +59,7 @@ function routerOptions(command: Command): Command {
     .option('--max-attempts <n>', `handler attempts before dead-lettering (or blocking) ${defaultOf('router.maxAttempts')}`)
     .option('--metrics-port <port>', `/metrics, /livez, /readyz and /healthz port, 0 for any free port ${defaultOf('router.metricsPort')}`)
     .option('--metrics-host <host>', `address for /metrics, /livez, /readyz and /healthz ${defaultOf('router.metricsHost')}`)
-    .option('--topics <regex>', `routed topics to consume, a regular expression (new matching topics are picked up while running) ${defaultOf('router.topics', DEFAULT_TOPICS.source)}`)
+    .option('--topics <regex>', `routed topics to consume, a regular expression (new matching topics are picked up while running) (router.topics; default: the routed topics of connector.topicReplacement, ^outbox\\.event\\..+$)`)
     .option('--partitions <n>', `partitions handled at once ${defaultOf('router.partitionsConsumedConcurrently')}`)
     .option('--lanes <n>', `parallel lanes per partition (by key hash; each key stays in order) ${defaultOf('router.lanes')}`)
     .option('--max-transaction-records <n>', `consecutive records applied in one inbox transaction ${defaultOf('router.maxTransactionRecords')}`)
@@ -87,9 +86,8 @@ export function routerCommand(): Command {
         throw new OutboxError('CONFIG_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
       }
       const handlers = await loadHandlers(settings.handlers);
-      const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) });
       const metrics = createRouterMetrics();
-      const router = createRouter({ config, handlers, codec, topics: topicsPattern(settings.topics ?? DEFAULT_TOPICS.source), logger: log, onEvent: metrics.onEvent });
+      const router = createRouter({ config, handlers, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
       await runService({
         service: router,
         logger: log,

@@ -10,7 +10,7 @@ import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
 import { createSubscription } from './subscription';
-import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
+import { assertNotDlqPattern, topicNames } from '../topics';
 import type { RouterStats } from './types';
 
 export interface Router {
@@ -43,7 +43,9 @@ export interface Router {
 export function createRouter(options: RouterOptions): Router {
   const settings = resolveSettings(options);
   const logger = options.logger ?? createLogger({ name: 'router' });
-  const topicPattern = options.topics ?? DEFAULT_TOPICS;
+  // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.
+  const names = topicNames(options.config.connector.topicReplacement);
+  const topicPattern = options.topics ?? names.pattern;
   // Refused before anything connects; the topics that exist are checked again at start().
   assertNotDlqPattern(topicPattern);
   const rt: RouterRuntime = {
@@ -53,8 +55,8 @@ export function createRouter(options: RouterOptions): Router {
     kafka: options.kafka ?? createKafka(options.config, { logger }),
     stats: { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 },
     events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent] }),
-    aggregateTypeOf: options.aggregateTypeOf ?? defaultAggregateTypeOf,
-    dlqTopicFor: options.dlqTopicFor ?? defaultDlqTopicFor,
+    aggregateTypeOf: options.aggregateTypeOf ?? names.aggregateTypeOf,
+    dlqTopicFor: options.dlqTopicFor ?? names.dlqFor,
     heartbeatIntervalMs: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
     signal: () => lifecycle.signal,
     running: () => lifecycle.state === 'running',
@@ -64,7 +66,7 @@ export function createRouter(options: RouterOptions): Router {
     batchesInHand: 0,
     subscribed: new Set(),
   };
-  const codec = options.codec ?? createCodec({ registry: options.config.registry });
+  const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed });
   const dlqs = createDlqTopics(rt);
   const subscription = createSubscription(rt, topicPattern, dlqs);
   let timers: NodeJS.Timeout[] = [];

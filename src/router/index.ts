@@ -1,7 +1,7 @@
 export { createRouter, type Router } from './create-router';
 export { consumerName, LOCAL_STACK_CONSUMER, type RouterOptions, type RouterSettings } from './options';
 export type { BatchHandler, EventHandler, EventTypeHandler, Handlers, HandlerContext, RoutedEvent, RouterStats, RouterEventName, RouterEventListener } from './types';
-export { DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from './topics';
+export { topicNames, type TopicNames } from '../topics';
 export { backoffDelay } from '../retry';
 export { buildDeadLetter, type DeadLetterInput } from './dead-letter';
 export { parseRecordHeaders, type RecordHeaders } from './record-headers';

@@ -3,7 +3,7 @@ import { retryUntil } from '../service';
 import { eachBatch } from './consume-batch';
 import type { DlqTopics } from './dlq-topics';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
-import { assertNotDlqPattern, isDlqTopic } from './topics';
+import { assertNotDlqPattern, topicNames } from '../topics';
 
 export interface Subscription {
   /** Routed topics matching the pattern; `check`: refuse a pattern that matches a dead-letter topic. */
@@ -24,7 +24,7 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
   async function matchingTopics(check: boolean): Promise<Set<string>> {
     const all = await (rt.admin as Admin).listTopics();
     const matches = all.filter((t) => topicPattern.test(t));
-    const dlqTopics = new Set([...all.filter(isDlqTopic), ...matches.map((t) => rt.dlqTopicFor(t, rt.aggregateTypeOf(t)))]);
+    const dlqTopics = new Set([...all.filter(topicNames().isDlq), ...matches.map((t) => rt.dlqTopicFor(t, rt.aggregateTypeOf(t)))]);
     if (check) assertNotDlqPattern(topicPattern, [...dlqTopics]);
     return new Set(matches.filter((t) => !dlqTopics.has(t)).sort());
   }

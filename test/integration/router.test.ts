@@ -163,6 +163,22 @@ describe('router', () => {
     expect(inbox.rowCount).toBe(0);
   });
 
+  it('without a topics pattern, consumes the routed topics of connector.topicReplacement and dead-letters beside them', async () => {
+    // Regression: the default pattern was ^outbox\.event\. whatever the replacement, so a router of a
+    // deployment with its own topic names consumed nothing.
+    const s = await scenario(1);
+    const config = { ...h.config, connector: { ...h.config.connector, topicReplacement: `${s.run}.outbox.event.\${routedByValue}` } };
+    await produce(s, [
+      { key: 'k1', reason: 'poison' },
+      { key: 'k2', reason: 'fine' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (reason === 'poison' ? new Error('cannot apply poison') : undefined)), { config, topics: undefined, maxAttempts: 1 });
+    await until('both handled', () => router.stats(), (st) => st.applied === 1 && st.deadLettered === 1);
+    expect((await effects(s)).map((r) => r.reason)).toEqual(['fine']);
+    const [letter] = await collect([s.dlq], (rs) => rs.length >= 1);
+    expect(letter?.headers['x-original-topic']).toBe(s.topic);
+  });
+
   it('dead-letters undecodable, header-less and unhandled records at once with the reason, and keeps running', async () => {
     const s = await scenario(1);
     const h = (extra: Record<string, string>): IHeaders => ({ id: randomUUID(), eventType: 'OrderCancelled', contentType: AVRO_CONTENT_TYPE, ...extra });

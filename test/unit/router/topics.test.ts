@@ -1,4 +1,7 @@
-import { assertNotDlqPattern, DEFAULT_TOPICS, defaultAggregateTypeOf, defaultDlqTopicFor } from '../../../src/router/topics';
+import { assertNotDlqPattern, topicNames } from '../../../src/topics';
+
+// The default replacement's names, as the router derives them when connector.topicReplacement is not set.
+const { pattern: DEFAULT_TOPICS, aggregateTypeOf: defaultAggregateTypeOf, dlqFor: defaultDlqTopicFor } = topicNames();
 
 describe('topic naming', () => {
   it('the default regex takes routed topics and no dead-letter topics', () => {
