@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { OutboxConfig } from '../config';
+import { parse } from '../config/parse';
 import { OutboxError } from '../errors';
-import { PACKAGE_ROOT as PROJECT_ROOT } from '../assets';
-import { renderTemplate } from '../assets';
+import { PACKAGE_ROOT as PROJECT_ROOT, renderTemplate } from '../assets';
 import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, javaRegexLiteral, quoteIdent } from './escape';
 import { checkExtra } from './extra-guard';
 
@@ -157,12 +157,7 @@ export function debeziumNameProblems(config: OutboxConfig): string[] {
  * value is a string, as Kafka Connect stores them. The password is always a config-provider reference.
  */
 export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBuildOptions = {}): ConnectorConfig {
-  const parsed = connectorBuildOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(options)'}: ${i.message}`);
-    throw invalid(`Invalid connector build options (--partitions, --replication-factor, --set):\n${lines.join('\n')}\n`, 'FLAG_INVALID');
-  }
-  const opts = parsed.data;
+  const opts = parse(connectorBuildOptionsSchema, options, { heading: 'Invalid connector build options (--partitions, --replication-factor, --set)', code: 'FLAG_INVALID' });
   const { connector, outbox, database, roles } = config;
 
   // Values embedded raw would be resolved by Connect's config providers if they held `${a:b}`.

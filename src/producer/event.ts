@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CONTENT_TYPES, type ContentType } from '../codec/content-type';
 import { RESERVED_HEADERS } from '../envelope';
 import { OutboxError } from '../errors';
+import { parse } from '../config/parse';
 import { AGGREGATE_TYPE_PATTERN, MAX_AGGREGATE_ID_BYTES, MAX_AGGREGATE_TYPE_LENGTH, MAX_HEADERS_BYTES, TRACEPARENT_PATTERN } from './limits';
 
 export { CONTENT_TYPES, type ContentType };
@@ -88,19 +89,14 @@ export function validateEvent(event: OutboxEvent, index?: number): void {
     if (event.payload === undefined) throw invalid(['  - payload: is missing'], index);
     return;
   }
-  const result = eventSchema.safeParse(event);
-  if (result.success) {
-    if (event.payload === undefined) throw invalid(['  - payload: is missing'], index);
-    return;
-  }
-  const lines = result.error.issues.map((i) => {
-    const path = i.path.map(String).join('.');
-    const value = i.path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key as string], event);
-    // Never echo the payload: it is business data. Unknown keys are named by the message itself.
-    const quiet = value === undefined || path === 'payload' || path.startsWith('payload.') || i.code === 'unrecognized_keys';
-    return `  - ${path || '(event)'}: ${i.message}${quiet ? '' : ` — got ${JSON.stringify(value)?.slice(0, 80)}`}`;
+  parse(eventSchema, event, {
+    heading: `Invalid outbox event${index === undefined ? '' : ` #${index}`}; nothing was written`,
+    code: 'EVENT_INVALID',
+    root: '(event)',
+    // Never echo the payload: it is business data.
+    hideValues: (path) => path === 'payload' || path.startsWith('payload.'),
   });
-  throw invalid(lines, index);
+  if (event.payload === undefined) throw invalid(['  - payload: is missing'], index);
 }
 
 function invalid(lines: string[], index?: number): OutboxError {

@@ -1,5 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { isOutboxError, OutboxError } from '../errors';
+import { parse } from '../config/parse';
 import { HEADER, headerText, parseRecordHeaders, type RecordHeaders } from '../envelope';
 import { messageOf, REPLAY_HEADER, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
 import type { RoutedEvent } from './types';
@@ -46,15 +47,12 @@ export async function prepareRecord(topic: string, partition: number, message: K
 
   const schema = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
   if (schema) {
-    const checked = schema.safeParse(payload);
-    if (!checked.success) {
-      const problems = checked.error.issues.slice(0, 10).map((i) => `${i.path.join('.') || '(payload)'}: ${i.message}`);
-      return deadLetter(
-        { code: 'PAYLOAD_INVALID', message: `The ${aggregateType}.${headers.eventType} payload fails its schema: ${problems.join('; ')}.`, attempts: 1 },
-        headers.id,
-      );
+    try {
+      // Values hidden: the message goes into the dead letter's headers, and payloads are business data.
+      payload = parse(schema, payload, { heading: `The ${aggregateType}.${headers.eventType} payload fails its schema`, code: 'PAYLOAD_INVALID', root: '(payload)', hideValues: true, maxProblems: 10 });
+    } catch (error) {
+      return deadLetter({ code: 'PAYLOAD_INVALID', message: (error as Error).message, attempts: 1 }, headers.id);
     }
-    payload = checked.data;
   }
 
   const event: RoutedEvent = {
