@@ -62,7 +62,7 @@ export function dlqCommands(): Command[] {
             dlqTopic,
             key: opts.key,
             ids: opts.id,
-            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: consumerName(config, opts.consumer), aggregateType },
+            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: consumerName(config, opts.consumer ?? config.router.consumer), aggregateType },
             dryRun: opts.dryRun,
             timeoutMs: opts.timeoutMs,
             logger: log,
@@ -99,7 +99,7 @@ export function dlqCommands(): Command[] {
         const config = configFrom(command);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
         try {
-          const consumer = consumerName(config, opts.consumer);
+          const consumer = consumerName(config, opts.consumer ?? config.router.consumer);
           const released = await releaseKeys(pool, parkedTable(config), consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
           if ((opts.id !== undefined || opts.head) && released.length === 0) {
             throw new OutboxError(

@@ -67,10 +67,10 @@ export function statusCommand(): Command {
     ),
   )
     .option('--json', 'print JSON for scripts (every section has ok, and error when not ok)', false)
-    .option('--group <id>', `a consumer group to show even if it consumes no routed topic (repeatable; default ${DEFAULT_GROUP})`, collect, [])
+    .option('--group <id>', `a consumer group to show even if it consumes no routed topic (repeatable; default: router.groupId, else router.consumer, else ${DEFAULT_GROUP})`, collect, [])
     .option('--lag-warn <records>', `warn when a group lags more records than this on a topic (default ${DEFAULT_LAG_WARN})`)
     .option('--timeout <ms>', `time limit of each section (default ${DEFAULT_STATUS_TIMEOUT_MS})`)
-    .option('--watchdog-url <url>', `the watchdog's HTTP server; its /healthz is shown (default ${DEFAULT_WATCHDOG_URL})`)
+    .option('--watchdog-url <url>', `the watchdog's HTTP server; its /healthz is shown (default: watchdog.metricsHost and watchdog.metricsPort, ${DEFAULT_WATCHDOG_URL})`)
     .option('--topics <regex>', 'routed topics whose consumer groups are listed (default from connector.topicReplacement: ^outbox\\.event\\..+$)')
     .option('--dlq-topics <regex>', 'dead-letter topics whose depth and retention are shown (default ^outbox\\.dlq\\..+$)')
     .option('--parked-limit <keys>', `parked keys listed at most, the most events first; totals count all (default ${DEFAULT_PARKED_LIMIT})`)

@@ -14,6 +14,13 @@ export const DEFAULT_LAG_WARN = 1_000;
 export const DEFAULT_GROUP = 'outbox-router';
 export const DEFAULT_WATCHDOG_URL = `http://${STACK_HOST}:${STACK_PORTS.watchdogMetrics}`;
 
+/** The watchdog's HTTP server as configured (watchdog.metricsHost/Port); a wildcard address is reached on loopback. */
+export function watchdogUrlOf(config: Pick<OutboxConfig, 'watchdog'>): string {
+  const { metricsHost, metricsPort } = config.watchdog;
+  const host = metricsHost === '0.0.0.0' || metricsHost === '::' ? STACK_HOST : metricsHost.includes(':') ? `[${metricsHost}]` : metricsHost;
+  return `http://${host}:${metricsPort}`;
+}
+
 export interface StatusOptions {
   /** Each section's own time limit (ms); default 3000. */
   timeoutMs?: number;
@@ -62,8 +69,8 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
   const timeoutMs = options.timeoutMs ?? DEFAULT_STATUS_TIMEOUT_MS;
   const lagWarn = options.lagWarn ?? DEFAULT_LAG_WARN;
   const groupsGiven = options.groups !== undefined && options.groups.length > 0;
-  const groups = groupsGiven ? [...new Set(options.groups)] : [DEFAULT_GROUP];
-  const watchdogUrl = watchdogBase(options.watchdogUrl ?? DEFAULT_WATCHDOG_URL);
+  const groups = groupsGiven ? [...new Set(options.groups)] : [config.router.groupId ?? config.router.consumer ?? DEFAULT_GROUP];
+  const watchdogUrl = watchdogBase(options.watchdogUrl ?? watchdogUrlOf(config));
   const topics = options.topics ?? routedTopicPattern(config);
   const dlqTopics = options.dlqTopics ?? dlqTopicPattern(config);
   const parkedLimit = options.parkedLimit ?? DEFAULT_PARKED_LIMIT;

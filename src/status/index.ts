@@ -6,6 +6,7 @@ export {
   DEFAULT_LAG_WARN,
   DEFAULT_STATUS_TIMEOUT_MS,
   DEFAULT_WATCHDOG_URL,
+  watchdogUrlOf,
   type StatusOptions,
 } from './collect';
 export { renderStatus, type RenderOptions } from './render';
