@@ -4,6 +4,7 @@
  * bench's database. The metrics port is any free one (0); the process logs it, and the bench reads
  * /healthz (router joined) and /metrics (prom-client's event-loop delay, reset at every scrape).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DIST } from './dist-paths';
 import { childPids } from './load';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -88,7 +89,7 @@ export function startCliProcess(options: { command: 'router' | 'relay'; args: st
         const response = await get('/healthz');
         if (response?.status === 200) return;
         if (Date.now() > deadline) throw new Error(`bench: ${command} not healthy within ${timeoutMs} ms${metricsUrl ? '' : ' (no metrics URL logged)'}`);
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     },
     async eventLoop() {

@@ -15,6 +15,7 @@
  * joined its group, one probe event went through end to end (the connector or relay is streaming), and
  * the pipeline ran `warmupSeconds` at the first rate (JIT of the JVMs and of Node).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, Pool } from 'pg';
 import type { OutboxConfig } from 'outbox-router/config';
 import type { Logger } from 'outbox-router/log';
@@ -97,7 +98,6 @@ export interface PipelineOptions {
   log: Logger;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const DRAIN_TIMEOUT_MS = 60_000;
 const SETTLE_TIMEOUT_MS = 180_000;
 

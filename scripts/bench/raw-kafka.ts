@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type Kafka } from 'kafkajs';
 import { AVRO_CONTENT_TYPE, type Codec } from 'outbox-router/codec';
@@ -80,7 +81,7 @@ export async function measureRawKafka(options: { kafka: Kafka; codec: Pick<Codec
     await Promise.all([sender(), sender(), sender(), sender()]);
     const produceSeconds = (Date.now() - t0) / 1000;
     const drainDeadline = Date.now() + 60_000;
-    while (consumed < produced && Date.now() < drainDeadline) await new Promise((r) => setTimeout(r, 50));
+    while (consumed < produced && Date.now() < drainDeadline) await sleep(50);
     bar.done();
     const elapsed = Math.max(0.001, ((lastConsumedAt || Date.now()) - t0) / 1000);
     return {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Partitioners, type Kafka } from 'kafkajs';
@@ -137,7 +138,7 @@ async function drainWithRouter(
         throw new Error(`bench: the router (${o.handler}) exited before handling every event: ${why}`);
       }
       if (Date.now() - started > 600_000) throw new Error(`bench: the router (${o.handler}) handled ${done} of ${events} events in 10 minutes`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     const ended = Date.now();
     const load = first ? await first.window.end() : undefined;

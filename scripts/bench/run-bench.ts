@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -250,7 +251,7 @@ async function waitForSlot(admin: Client, slot: string, timeoutMs: number): Prom
     const { rows } = await admin.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active', [slot]);
     if (rows.length > 0) return;
     if (Date.now() > deadline) throw new Error(`bench: slot ${slot} not active within ${timeoutMs} ms: is the connector RUNNING? (outbox connector:status)`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }
 

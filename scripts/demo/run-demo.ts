@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { createCodec, registerSchemas, topicForReplacement } from 'outbox-router/codec';
@@ -109,12 +110,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     let seen = await handledCounts(pool, committed, rolledBack);
     while (seen.handled < committed.size && Date.now() < deadline) {
       options.progress?.('handle', seen.handled, committed.size);
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
       seen = await handledCounts(pool, committed, rolledBack);
     }
     options.progress?.('handle', seen.handled, committed.size);
     // A moment more, so a late duplicate or a late rolled-back event would be counted too.
-    await new Promise((r) => setTimeout(r, 1_000));
+    await sleep(1_000);
     seen = await handledCounts(pool, committed, rolledBack);
 
     const latencies = await commitToHandled(pool, committed);
@@ -187,7 +188,7 @@ async function pipelineReady(pool: Pool, router: { health(): { joined: boolean }
     const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
     if (rows[0]?.active && router.health().joined) return;
     if (Date.now() > deadline) throw new Error(`demo: the pipeline was not ready within ${timeoutMs} ms (slot ${slot} active: ${rows[0]?.active ?? 'missing'}, router joined: ${router.health().joined})`);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 
@@ -205,7 +206,7 @@ async function warmUp(pool: Pool, writer: ReturnType<typeof createOutboxWriter>,
   while (Date.now() < deadline) {
     handled = (await handledCounts(pool, committed, new Set())).handled;
     if (handled >= committed.size) break;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   options.log.info(`warm-up: ${handled}/${committed.size} handled`);
   return { events: committed.size, handled };
@@ -229,7 +230,7 @@ async function writeOrders(
       if (n >= options.events) return;
       const due = started + n * intervalMs;
       const wait = due - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (wait > 0) await sleep(wait);
       const fail = options.rollbackShare > 0 && (n + 1) % Math.round(1 / options.rollbackShare) === 0;
       const orderId = randomUUID();
       try {

@@ -241,7 +241,7 @@ export function createStack(options: StackOptions = {}): Stack {
           const pid = pg.postgresPid(layout);
           if (pid === undefined || !isAlive(pid)) return 'not running';
           process.kill(pid, 'SIGKILL');
-          while (isAlive(pid)) await new Promise((r) => setTimeout(r, 50));
+          while (isAlive(pid)) await sleep(50);
           return 'killed';
         }
         return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';
@@ -259,7 +259,7 @@ export function createStack(options: StackOptions = {}): Stack {
       while (Date.now() < deadline) {
         const held = isAlive(pid) || (await Promise.all(ports.map((p) => portInUse(p, STACK_HOST)))).some(Boolean);
         if (!held) break;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       return 'killed';
     },
