@@ -45,6 +45,8 @@ export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions, t
 export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats, type RelayEventName, type RelayEventListener } from './relay';
 export { collectStatus, renderStatus } from './status';
 export { createKafka } from './kafka';
+export { topicNames, type TopicNames } from './topics';
+export { HEADER, DLQ_HEADER, OUTBOX_COLUMNS, type RecordHeaders } from './envelope';
 export {
   runService,
   createLifecycle,
