@@ -1,4 +1,4 @@
--- The outbox: one row per event, written in the business transaction (DESIGN.md "Outbox table").
+-- The outbox: one row per event, written in the business transaction (columns: docs/operations.md, "The outbox table, topics and headers").
 -- payload is bytes so one connector config (BinaryDataConverter) carries Avro and JSON unchanged.
 CREATE TABLE ${outbox} (
   id            uuid        PRIMARY KEY,

@@ -1,5 +1,5 @@
 -- The inbox: a consumer's record of applied events. Inserted in the handler's transaction, so the
--- effect and the row commit together and a redelivered event is recognised (DESIGN.md "Inbox table").
+-- effect and the row commit together and a redelivered event is recognised (docs/router.md).
 CREATE TABLE ${inbox} (
   consumer     text        NOT NULL,
   message_id   uuid        NOT NULL,

@@ -88,7 +88,10 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     for (const migration of migrations) {
       const done = recorded.get(migration.id);
       if (done) {
-        if (done.checksum !== migration.checksum) {
+        if (done.checksum !== migration.checksum && migration.formerChecksums.includes(done.checksum)) {
+          // Recorded by an earlier version's checksum (whole text, comments included): the same statements.
+          await client.query(`UPDATE ${v.migrations} SET checksum = $2 WHERE id = $1`, [migration.id, migration.checksum]);
+        } else if (done.checksum !== migration.checksum) {
           throw new OutboxError(
             'MIGRATION_CHANGED',
             `Migration ${migration.id} (${migration.name}) was applied to ${config.database.database} with checksum ${done.checksum}, but sql/migrations now has ${migration.checksum}. ` +

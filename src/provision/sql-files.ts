@@ -13,12 +13,42 @@ export const SQL_DIR = join(PROJECT_ROOT, 'sql');
 export interface Migration {
   id: number;
   name: string;
-  /** Of the template, not the rendered SQL: renaming a table is not a changed migration. */
+  /**
+   * Of the template's statements, not the rendered SQL (renaming a table is not a changed migration) and
+   * not its comments (correcting a comment is not either).
+   */
   checksum: string;
+  /** Checksums this migration was recorded with by earlier versions; provisioning upgrades them. */
+  formerChecksums: string[];
   template: string;
 }
 
-export function loadMigrations(dir = join(SQL_DIR, 'migrations')): Migration[] {
+const hash = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+
+/** The template without its comment lines and trailing blanks: what the checksum covers. */
+export function statementsOf(template: string): string {
+  return template
+    .split(/\r?\n/)
+    .filter((line) => !/^\s*--/.test(line))
+    .map((line) => line.trimEnd())
+    .filter((line) => line !== '')
+    .join('\n');
+}
+
+/**
+ * Up to 0.1.0 the checksum covered the whole file, comments included (the current file's own
+ * whole-text hash is accepted too). These are the whole-text checksums of files whose comments changed
+ * since, so a database provisioned then is not refused as edited.
+ */
+const FORMER_CHECKSUMS: Readonly<Record<number, readonly string[]>> = {
+  1: ['d929ddbda140d8c2'],
+  2: ['90e52d95750dca25'],
+};
+
+const SHIPPED_MIGRATIONS = join(SQL_DIR, 'migrations');
+
+export function loadMigrations(dir = SHIPPED_MIGRATIONS): Migration[] {
+  const formerOf = (id: number) => (dir === SHIPPED_MIGRATIONS ? (FORMER_CHECKSUMS[id] ?? []) : []);
   const migrations = readdirSync(dir)
     .filter((f) => f.endsWith('.sql'))
     .sort()
@@ -26,7 +56,9 @@ export function loadMigrations(dir = join(SQL_DIR, 'migrations')): Migration[] {
       const match = /^(\d+)_([a-z0-9_]+)\.sql$/.exec(file);
       if (!match) throw new OutboxError('MIGRATION_FILES_INVALID', `Migration file ${join(dir, file)} must be named NNN_name.sql.`);
       const template = readFileSync(join(dir, file), 'utf8');
-      return { id: Number(match[1]), name: match[2] as string, template, checksum: createHash('sha256').update(template).digest('hex').slice(0, 16) };
+      const id = Number(match[1]);
+      const former = [hash(template), ...formerOf(id)];
+      return { id, name: match[2] as string, template, checksum: hash(statementsOf(template)), formerChecksums: [...new Set(former)] };
     });
   migrations.forEach((m, i) => {
     if (m.id !== i + 1) throw new OutboxError('MIGRATION_FILES_INVALID', `Migrations in ${dir} must be numbered 1, 2, 3… without gaps; found ${m.id} at position ${i + 1}.`);

@@ -71,6 +71,26 @@ describe('db:provision', () => {
     });
   });
 
+  it('accepts a database provisioned under the whole-text checksums of 0.1.0 and records the new ones; an edited migration is still refused', async () => {
+    await provision(config);
+    const table = `${config.outbox.schema}.${config.outbox.migrationsTable}`;
+    const [m1, , m3] = loadMigrations();
+    const checksums = () => withClient(db.name, async (c) => (await c.query(`SELECT id, checksum FROM ${table} WHERE id IN (1, 3) ORDER BY id`)).rows);
+    // As 0.1.0 recorded them: 001's whole text before its comment was corrected, 003's whole text.
+    await withClient(db.name, (c) => c.query(`UPDATE ${table} SET checksum = CASE id WHEN 1 THEN 'd929ddbda140d8c2' ELSE $1 END WHERE id IN (1, 3)`, [m3?.formerChecksums[0]]));
+    const report = await provision(config);
+    expect(report.applied).toEqual([]);
+    expect(await checksums()).toEqual([
+      { id: 1, checksum: m1?.checksum },
+      { id: 3, checksum: m3?.checksum },
+    ]);
+
+    await withClient(db.name, (c) => c.query(`UPDATE ${table} SET checksum = '0123456789abcdef' WHERE id = 3`));
+    const refused = await rejection(provision(config));
+    expect(isOutboxError(refused) && refused.code).toBe('MIGRATION_CHANGED');
+    await withClient(db.name, (c) => c.query(`UPDATE ${table} SET checksum = $1 WHERE id = 3`, [m3?.checksum]));
+  });
+
   it('recreates a dropped publication and repairs a drifted one (connector:delete --drop-slot drops it)', async () => {
     await withClient(db.name, (c) => c.query(`DROP PUBLICATION ${c.escapeIdentifier(config.outbox.publication)}`));
     expect((await provision(config)).publication).toBe('created');

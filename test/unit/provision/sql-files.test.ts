@@ -2,11 +2,12 @@
  * src/provision/sql-files.ts: the migration files as shipped, the directory rules, and rendering the
  * SQL with hostile configured names (every identifier must reach SQL escaped). Files only, no database.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type OutboxOptions } from '../../../src/config';
-import { SQL_DIR, loadMigrations, pgObjectName, renderSql, rolesSql, sqlValues } from '../../../src/provision/sql-files';
+import { SQL_DIR, loadMigrations, pgObjectName, renderSql, rolesSql, sqlValues, statementsOf } from '../../../src/provision/sql-files';
 import { thrown } from '../../support/expect-error';
 
 
@@ -62,6 +63,20 @@ describe('loadMigrations (directory rules)', () => {
     const changed = loadMigrations(migrationsDir({ '001_a.sql': 'SELECT 2;\n' }));
     expect(same[0]?.checksum).toBe(a[0]?.checksum);
     expect(changed[0]?.checksum).not.toBe(a[0]?.checksum);
+  });
+
+  it('a checksum covers the statements, not the comments; the whole-text checksum of earlier versions is kept as a former one', () => {
+    const a = loadMigrations(migrationsDir({ '001_a.sql': '-- why\nSELECT 1;\n' }));
+    const recommented = loadMigrations(migrationsDir({ '001_a.sql': '-- a better why\n\nSELECT 1;   \n-- and more\n' }));
+    expect(recommented[0]?.checksum).toBe(a[0]?.checksum);
+    expect(a[0]?.formerChecksums).toEqual([createHash('sha256').update('-- why\nSELECT 1;\n').digest('hex').slice(0, 16)]);
+    expect(statementsOf('-- c\nCREATE TABLE t (\n  a int -- trailing comments stay\n);\n')).toBe('CREATE TABLE t (\n  a int -- trailing comments stay\n);');
+  });
+
+  it('the shipped 001 and 002 accept the whole-text checksums of 0.1.0, before their comments were corrected', () => {
+    const shipped = loadMigrations();
+    expect(shipped[0]?.formerChecksums).toContain('d929ddbda140d8c2');
+    expect(shipped[1]?.formerChecksums).toContain('90e52d95750dca25');
   });
 
   it('ignores files that are not .sql', () => {
