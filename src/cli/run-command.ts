@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { isOutboxError } from '../errors';
+import { cliErrorText } from '../errors';
 import { createLogger, type LogFormat, type Logger } from '../log';
 
 export interface GlobalOptions {
@@ -13,8 +13,9 @@ export function loggerFor(command: Command): Logger {
 }
 
 /**
- * Runs one command's body: an OutboxError becomes its one-paragraph message and exit code 1; anything
- * else is a bug, printed with its stack. The exit code of a successful body may be chosen by it.
+ * Runs one command's body: whatever it throws becomes the one-paragraph error text (cliErrorText: an
+ * OutboxError as it is, anything else as INTERNAL) and exit code 1. The exit code of a successful body
+ * may be chosen by it.
  */
 export function action<A extends unknown[]>(body: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
@@ -22,17 +23,7 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<number
       const code = await body(...args);
       process.exitCode = typeof code === 'number' ? code : 0;
     } catch (error) {
-      const fsError = error as NodeJS.ErrnoException;
-      if (!isOutboxError(error) && fsError?.path && ['EACCES', 'EPERM', 'EROFS', 'ENOSPC'].includes(fsError.code ?? '')) {
-        process.stderr.write(
-          `outbox: cannot write ${fsError.path} (${fsError.code}). Make it writable, free disk space, or point ` +
-            'OUTBOX_STACK_DIR / OUTBOX_CACHE_DIR elsewhere.\n',
-        );
-      } else if (isOutboxError(error)) {
-        process.stderr.write(`outbox: ${error.message}\n(error code ${error.code}; see docs/errors.md)\n`);
-      } else {
-        process.stderr.write(`outbox: unexpected failure, please report it: ${(error as Error)?.stack ?? String(error)}\n`);
-      }
+      process.stderr.write(cliErrorText(error));
       process.exitCode = 1;
     }
   };
