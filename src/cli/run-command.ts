@@ -1,5 +1,5 @@
-import type { Command } from 'commander';
-import { cliErrorText } from '../errors';
+import { Command } from 'commander';
+import { cliErrorText, isOutboxError } from '../errors';
 import { createLogger, type LogFormat, type Logger } from '../log';
 
 export interface GlobalOptions {
@@ -14,7 +14,8 @@ export function loggerFor(command: Command): Logger {
 
 /**
  * Runs one command's body: whatever it throws becomes the one-paragraph error text (cliErrorText: an
- * OutboxError as it is, anything else as INTERNAL) and exit code 1. The exit code of a successful body
+ * OutboxError as it is, anything else as INTERNAL) and exit code 1. The stack of an error without a code
+ * is logged at debug level (`--log-level debug`), for the bug report. The exit code of a successful body
  * may be chosen by it.
  */
 export function action<A extends unknown[]>(body: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
@@ -24,6 +25,8 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<number
       process.exitCode = typeof code === 'number' ? code : 0;
     } catch (error) {
       process.stderr.write(cliErrorText(error));
+      const command = args[args.length - 1];
+      if (!isOutboxError(error) && command instanceof Command) loggerFor(command).debug({ err: error }, 'the unexpected failure, with its stack');
       process.exitCode = 1;
     }
   };

@@ -2,8 +2,10 @@
  * src/cli/run-command.ts: the CLI boundary. Whatever a command's body throws leaves as one paragraph
  * naming an error code and exit code 1; an error without a code (a bug) is INTERNAL, with no stack.
  */
+import { Command } from 'commander';
 import { action } from '../../../src/cli/run-command';
 import { OutboxError } from '../../../src/errors';
+import * as log from '../../../src/log';
 
 describe('action(): what a failing command prints', () => {
   let stderr: jest.SpyInstance;
@@ -25,6 +27,27 @@ describe('action(): what a failing command prints', () => {
     })();
     expect(written()).toBe('outbox: unexpected failure, please report it: boom\n(error code INTERNAL; see docs/errors.md)\n');
     expect(process.exitCode).toBe(1);
+  });
+
+  it('the stack of an error without a code goes to the debug log (--log-level debug), for the bug report', async () => {
+    const debug = jest.fn();
+    const createLogger = jest.spyOn(log, 'createLogger').mockReturnValue({ debug } as never);
+    const bug = new TypeError('boom');
+    try {
+      const command = new Command('x').option('--log-level <level>');
+      command.action(
+        action(async () => {
+          throw bug;
+        }),
+      );
+      await command.parseAsync(['--log-level', 'debug'], { from: 'user' });
+      expect(createLogger).toHaveBeenCalledWith(expect.objectContaining({ level: 'debug' }));
+    } finally {
+      createLogger.mockRestore();
+    }
+    expect(process.exitCode).toBe(1);
+    expect(written()).toBe('outbox: unexpected failure, please report it: boom\n(error code INTERNAL; see docs/errors.md)\n');
+    expect(debug).toHaveBeenCalledWith({ err: bug }, expect.any(String));
   });
 
   it('an OutboxError prints its message and code', async () => {
