@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import { buildProgram } from 'outbox-router/cli';
+import { cliErrorText } from 'outbox-router/errors';
 import { benchCommand } from './bench/command';
 import { demoCommand } from './demo/command';
 import { stackCommand } from './stack/command';
@@ -16,7 +17,7 @@ export function buildDevProgram(): Command {
 
 if (require.main === module) {
   buildDevProgram().parseAsync(process.argv).catch((error: unknown) => {
-    process.stderr.write(`outbox: ${(error as Error)?.message ?? String(error)}\n`);
+    process.stderr.write(cliErrorText(error));
     process.exitCode = 1;
   });
 }

@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command, Option } from 'commander';
 import { action, loggerFor } from 'outbox-router/cli';
-import { OutboxError } from 'outbox-router/errors';
+import { cliErrorText, OutboxError } from 'outbox-router/errors';
 import { PROJECT_ROOT } from '../stack/paths';
 import { PROFILES, runChaos } from './run-chaos';
 import type { ChaosReport, FaultKind, Pipeline } from './types';
@@ -23,7 +23,23 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
   return lines.join('\n');
 }
 
-function program(): Command {
+const FAULT_KINDS: readonly FaultKind[] = ['kill-router', 'kill-connect', 'kill-relay', 'restart-kafka', 'restart-postgres'];
+
+/** `--events <n>`: a whole number above 0 (parseInt would quietly turn "many" into the profile's count). */
+function eventCount(value: string): number {
+  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) throw new OutboxError('FLAG_INVALID', `--events must be a whole number above 0, got ${JSON.stringify(value)}; e.g. --events 2000.`);
+  return Number(value);
+}
+
+/** `--faults <kinds>`: known fault kinds only (a misspelt one would quietly inject nothing). */
+function faultKinds(value: string): FaultKind[] {
+  const kinds = value.split(',').map((f) => f.trim());
+  const bad = kinds.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
+  if (bad.length) throw new OutboxError('FLAG_INVALID', `--faults ${JSON.stringify(value)}: ${bad.join(', ')} is not a fault kind; use ${FAULT_KINDS.join(', ')}.`);
+  return kinds as FaultKind[];
+}
+
+export function program(): Command {
   return new Command('outbox-chaos')
     .description(
       'The chaos run (npm run test:chaos): concurrent writers with rolled-back transactions, while Kafka Connect (or the relay) is killed twice, Kafka and PostgreSQL ' +
@@ -32,23 +48,22 @@ function program(): Command {
     )
     .addOption(new Option('--profile <name>', 'full: 20,000 events over 200 aggregates; ci: 6,000').choices(['full', 'ci']).default('full'))
     .option('--pipeline <list>', 'cdc, relay or both (comma-separated)', 'cdc,relay')
-    .option('--faults <kinds>', 'only these fault kinds (comma-separated: kill-router, kill-connect, kill-relay, restart-kafka, restart-postgres); default all')
-    .addOption(new Option('--events <n>', 'override the profile\'s event count').argParser((v) => Number.parseInt(v, 10)))
+    .addOption(new Option('--faults <kinds>', `only these fault kinds (comma-separated: ${FAULT_KINDS.join(', ')}); default all`).argParser(faultKinds))
+    .addOption(new Option('--events <n>', 'override the profile\'s event count').argParser(eventCount))
     .option('-o, --output <file>', 'where to write the JSON report', join(PROJECT_ROOT, 'reports', 'chaos.json'))
     .addOption(new Option('--log-level <level>').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .addOption(new Option('--log-format <format>').choices(['json', 'pretty']))
     .action(
-      action(async (opts: { profile: 'full' | 'ci'; pipeline: string; output: string; faults?: string; events?: number }, command: Command) => {
+      action(async (opts: { profile: 'full' | 'ci'; pipeline: string; output: string; faults?: FaultKind[]; events?: number }, command: Command) => {
         const pipelines = opts.pipeline.split(',').map((p) => p.trim());
         const bad = pipelines.filter((p) => p !== 'cdc' && p !== 'relay');
-        if (bad.length) throw new OutboxError('CONFIG_INVALID', `--pipeline ${JSON.stringify(opts.pipeline)}: ${bad.join(', ')} is not a pipeline; use cdc, relay or cdc,relay.`);
+        if (bad.length) throw new OutboxError('FLAG_INVALID', `--pipeline ${JSON.stringify(opts.pipeline)}: ${bad.join(', ')} is not a pipeline; use cdc, relay or cdc,relay.`);
         const log = loggerFor(command);
         const reports: ChaosReport[] = [];
         for (const pipeline of pipelines as Pipeline[]) {
           log.info(`chaos ${pipeline}: ${JSON.stringify(PROFILES[opts.profile])}`);
           const profile = { ...PROFILES[opts.profile], ...(opts.events ? { events: opts.events } : {}) };
-          const only = opts.faults ? (opts.faults.split(',').map((f) => f.trim()) as FaultKind[]) : undefined;
-          const report = await runChaos({ pipeline, profile, only, log });
+          const report = await runChaos({ pipeline, profile, only: opts.faults, log });
           reports.push(report);
           mkdirSync(dirname(opts.output), { recursive: true });
           writeFileSync(opts.output, `${JSON.stringify(reports, null, 2)}\n`);
@@ -61,7 +76,7 @@ function program(): Command {
 
 if (require.main === module) {
   program().parseAsync(process.argv).catch((error: unknown) => {
-    process.stderr.write(`outbox-chaos: ${(error as Error)?.message ?? String(error)}\n`);
+    process.stderr.write(cliErrorText(error));
     process.exitCode = 1;
   });
 }

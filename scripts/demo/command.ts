@@ -8,7 +8,7 @@ import { action, loggerFor } from 'outbox-router/cli';
 function positive(flag: string, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
     const n = Number(value);
-    if (!Number.isFinite(n) || n <= 0 || n > max) throw new OutboxError('CONFIG_INVALID', `${flag} must be a number above 0${max < Number.MAX_SAFE_INTEGER ? ` and at most ${max}` : ''}, got ${JSON.stringify(value)}.`);
+    if (!Number.isFinite(n) || n <= 0 || n > max) throw new OutboxError('FLAG_INVALID', `${flag} must be a number above 0${max < Number.MAX_SAFE_INTEGER ? ` and at most ${max}` : ''}, got ${JSON.stringify(value)}.`);
     return n;
   };
 }

@@ -6,6 +6,7 @@ import type { OutboxConfig } from 'outbox-router/config';
 import { deployConnector } from 'outbox-router/connector';
 import { createPool } from 'outbox-router/db';
 import { createKafka } from 'outbox-router/kafka';
+import { OutboxError } from 'outbox-router/errors';
 import { createOutboxWriter } from 'outbox-router/producer';
 import { provision } from 'outbox-router/provision';
 import { createRouter, type EventTypeHandler, type HandlerContext, type Handlers, type RoutedEvent } from 'outbox-router/router';
@@ -187,7 +188,16 @@ async function pipelineReady(pool: Pool, router: { health(): { joined: boolean }
   for (;;) {
     const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
     if (rows[0]?.active && router.health().joined) return;
-    if (Date.now() > deadline) throw new Error(`demo: the pipeline was not ready within ${timeoutMs} ms (slot ${slot} active: ${rows[0]?.active ?? 'missing'}, router joined: ${router.health().joined})`);
+    if (Date.now() > deadline) {
+      const active = rows[0]?.active ?? 'missing';
+      const joined = router.health().joined;
+      throw new OutboxError(
+        'DEMO_NOT_READY',
+        `demo: the pipeline was not ready within ${timeoutMs} ms (slot ${slot} active: ${active}, router joined: ${joined}). ` +
+          'Check `outbox connector:status` and `npm run stack:status`, then run the demo again.',
+        { retriable: true, details: { slot, active, joined, timeoutMs } },
+      );
+    }
     await sleep(100);
   }
 }

@@ -51,15 +51,15 @@ export function loadCommandConfig(command: Command, settings: readonly FlagSetti
   return loadConfigWithSources({ file: values.config as string | undefined, overrides, flagNames });
 }
 
-/** A whole number ≥ `min` from a flag, or CONFIG_INVALID naming the flag. */
+/** A whole number ≥ `min` from a flag, or FLAG_INVALID naming the flag. */
 export function wholeNumber(min: number, example?: string): (value: string, flag: string) => number {
   return (value, flag) => {
     const text = String(value).trim();
     if (!/^\d+$/.test(text)) {
-      throw new OutboxError('CONFIG_INVALID', `${flag} ${JSON.stringify(value)} is not a whole number; pass ${example ?? `a whole number from ${min}`}.`, { details: { flag, value } });
+      throw new OutboxError('FLAG_INVALID', `${flag} ${JSON.stringify(value)} is not a whole number; pass ${example ?? `a whole number from ${min}`}.`, { details: { flag, value } });
     }
     const n = Number(text);
-    if (n < min) throw new OutboxError('CONFIG_INVALID', `${flag} must be at least ${min}, got ${text}.`, { details: { flag, value } });
+    if (n < min) throw new OutboxError('FLAG_INVALID', `${flag} must be at least ${min}, got ${text}.`, { details: { flag, value } });
     return n;
   };
 }

@@ -30,7 +30,7 @@ interface HarnessModule {
 export function loadHarness(file: string = HARNESS_CLI): HarnessModule {
   if (!existsSync(file)) {
     throw new OutboxError(
-      'CONFIG_INVALID',
+      'DEV_COMMAND_UNAVAILABLE',
       `this is a development command of the outbox-router repository, and ${file} (its compiled harness) does not exist. ` +
         'Clone the repository and run `npm ci && npm run build`, then `npm run stack:up` (or `outbox stack up`, `npm run demo`, `npm run bench`) there. ' +
         'An installed package ships only the library and the production commands.',

@@ -27,14 +27,14 @@ export async function loadHandlers(path: string): Promise<Handlers> {
   try {
     loaded = await loadModule(file);
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js or .mjs file (--handlers dist/handlers.js).`, { cause: error });
+    throw new OutboxError('HANDLERS_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js or .mjs file (--handlers dist/handlers.js).`, { cause: error });
   }
   let handlers = (loaded as { default?: unknown })?.default ?? loaded;
   // A CommonJS module compiled from `export default` and then imported as ESM: { default: { default: handlers } }.
   if (handlerProblems(handlers).length > 0 && (handlers as { default?: unknown })?.default) handlers = (handlers as { default: unknown }).default;
   const problems = handlerProblems(handlers);
   if (problems.length > 0) {
-    throw new OutboxError('CONFIG_INVALID', `The handlers module ${file} must export (default) ${HANDLERS_SHAPE}; found: ${problems.join(', ')}.`);
+    throw new OutboxError('HANDLERS_INVALID', `The handlers module ${file} must export (default) ${HANDLERS_SHAPE}; found: ${problems.join(', ')}.`);
   }
   return handlers as Handlers;
 }

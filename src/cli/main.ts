@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
+import { cliErrorText } from '../errors';
 import { configCommand } from './config-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
@@ -43,7 +44,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
 
 if (require.main === module) {
   buildProgram().parseAsync(process.argv).catch((error: unknown) => {
-    process.stderr.write(`outbox: ${(error as Error)?.message ?? String(error)}\n`);
+    process.stderr.write(cliErrorText(error));
     process.exitCode = 1;
   });
 }

@@ -11,7 +11,7 @@ function topicsPattern(source: string): RegExp {
   try {
     return new RegExp(source);
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `--topics ${JSON.stringify(source)} is not a valid regular expression (${(error as Error).message}); e.g. --topics '^outbox\\.event\\.(order|payment)$'.`);
+    throw new OutboxError('TOPIC_PATTERN_INVALID', `--topics ${JSON.stringify(source)} is not a valid regular expression (${(error as Error).message}); e.g. --topics '^outbox\\.event\\.(order|payment)$'.`);
   }
 }
 
@@ -20,7 +20,7 @@ function unknownEventTypeFor(value: string, previous: Record<string, UnknownEven
   const at = value.indexOf('=');
   const [type, policy] = [value.slice(0, at), value.slice(at + 1)];
   if (at < 1 || !(UNKNOWN_EVENT_TYPE_POLICIES as readonly string[]).includes(policy)) {
-    throw new OutboxError('CONFIG_INVALID', `--unknown-event-type-for ${JSON.stringify(value)} must be <aggregateType>=<${UNKNOWN_EVENT_TYPE_POLICIES.join('|')}>, e.g. --unknown-event-type-for order=block.`);
+    throw new OutboxError('FLAG_INVALID', `--unknown-event-type-for ${JSON.stringify(value)} must be <aggregateType>=<${UNKNOWN_EVENT_TYPE_POLICIES.join('|')}>, e.g. --unknown-event-type-for order=block.`);
   }
   return { ...previous, [type]: policy as UnknownEventTypePolicy };
 }
@@ -83,7 +83,7 @@ export function routerCommand(): Command {
       const { config } = loadCommandConfig(command, ROUTER_FLAGS);
       const settings = config.router;
       if (!settings.handlers) {
-        throw new OutboxError('CONFIG_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
+        throw new OutboxError('HANDLERS_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
       }
       const handlers = await loadHandlers(settings.handlers);
       const metrics = createRouterMetrics();

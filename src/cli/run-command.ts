@@ -1,5 +1,5 @@
-import type { Command } from 'commander';
-import { isOutboxError } from '../errors';
+import { Command } from 'commander';
+import { cliErrorText, isOutboxError } from '../errors';
 import { createLogger, type LogFormat, type Logger } from '../log';
 
 export interface GlobalOptions {
@@ -13,8 +13,10 @@ export function loggerFor(command: Command): Logger {
 }
 
 /**
- * Runs one command's body: an OutboxError becomes its one-paragraph message and exit code 1; anything
- * else is a bug, printed with its stack. The exit code of a successful body may be chosen by it.
+ * Runs one command's body: whatever it throws becomes the one-paragraph error text (cliErrorText: an
+ * OutboxError as it is, anything else as INTERNAL) and exit code 1. The stack of an error without a code
+ * is logged at debug level (`--log-level debug`), for the bug report. The exit code of a successful body
+ * may be chosen by it.
  */
 export function action<A extends unknown[]>(body: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
@@ -22,17 +24,9 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<number
       const code = await body(...args);
       process.exitCode = typeof code === 'number' ? code : 0;
     } catch (error) {
-      const fsError = error as NodeJS.ErrnoException;
-      if (!isOutboxError(error) && fsError?.path && ['EACCES', 'EPERM', 'EROFS', 'ENOSPC'].includes(fsError.code ?? '')) {
-        process.stderr.write(
-          `outbox: cannot write ${fsError.path} (${fsError.code}). Make it writable, free disk space, or point ` +
-            'OUTBOX_STACK_DIR / OUTBOX_CACHE_DIR elsewhere.\n',
-        );
-      } else if (isOutboxError(error)) {
-        process.stderr.write(`outbox: ${error.message}\n(error code ${error.code}; see docs/errors.md)\n`);
-      } else {
-        process.stderr.write(`outbox: unexpected failure, please report it: ${(error as Error)?.stack ?? String(error)}\n`);
-      }
+      process.stderr.write(cliErrorText(error));
+      const command = args[args.length - 1];
+      if (!isOutboxError(error) && command instanceof Command) loggerFor(command).debug({ err: error }, 'the unexpected failure, with its stack');
       process.exitCode = 1;
     }
   };

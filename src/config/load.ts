@@ -115,7 +115,7 @@ function readConfigFile(path: string): Tree {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `Cannot read the config file ${path}: ${(error as Error).message}. Check the --config path.`, { cause: error });
+    throw new OutboxError('CONFIG_FILE_INVALID', `Cannot read the config file ${path}: ${(error as Error).message}. Check the --config path.`, { cause: error });
   }
   try {
     const parsed: unknown = parseYaml(text);
@@ -123,7 +123,7 @@ function readConfigFile(path: string): Tree {
     if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('the top level must be a mapping of sections (database, outbox, connector, …)');
     return parsed as Tree;
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `The config file ${path} is not valid JSON or YAML: ${(error as Error).message}.`, { cause: error });
+    throw new OutboxError('CONFIG_FILE_INVALID', `The config file ${path} is not valid JSON or YAML: ${(error as Error).message}.`, { cause: error });
   }
 }
 
@@ -193,13 +193,13 @@ export { redactConfig, withoutUserinfo };
 
 /**
  * A PEM file a setting names (CA bundle, certificate, key), read when a client is built; a missing
- * or unreadable file is CONFIG_INVALID naming the setting and the path, never the content.
+ * or unreadable file is TLS_FILE_UNREADABLE naming the setting and the path, never the content.
  */
 export function readPemFile(path: string, setting: string): Buffer {
   try {
     return readFileSync(path);
   } catch (error) {
-    throw new OutboxError('CONFIG_INVALID', `Cannot read ${setting} ${path}: ${(error as Error).message}. Point ${setting} at a readable PEM file.`, {
+    throw new OutboxError('TLS_FILE_UNREADABLE', `Cannot read ${setting} ${path}: ${(error as Error).message}. Point ${setting} at a readable PEM file.`, {
       cause: error,
       details: { setting, path },
     });

@@ -22,8 +22,8 @@ export interface ParseSource {
 
 /**
  * The one way settings are validated: `schema` parses `input` or the call throws CONFIG_INVALID (or
- * `source.code`) listing
- * every bad field with where it came from and the value it got (secrets and credentials never shown).
+ * `source.code`) listing every bad field with where it came from and the value it got (secrets and
+ * credentials never shown).
  */
 export function parse<S extends z.ZodType>(schema: S, input: unknown, source: ParseSource): z.output<S> {
   const parsed = schema.safeParse(input);

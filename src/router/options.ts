@@ -24,7 +24,7 @@ export function consumerName(config: Pick<OutboxConfig, 'database'>, given: stri
   if (given !== undefined) return given;
   if (isLocalStackDatabase(config.database)) return LOCAL_STACK_CONSUMER;
   throw new OutboxError(
-    'CONFIG_INVALID',
+    'CONSUMER_NAME_REQUIRED',
     `The router needs a consumer name for the database at ${config.database.host}:${config.database.port} (only the local stack gets the default ${JSON.stringify(LOCAL_STACK_CONSUMER)}). ` +
       'The name keys the inbox and is the Kafka group id: two services that both kept the default would share them and dead-letter each other\'s event types. ' +
       'Pass consumer (--consumer <service-name>), the same for every replica of one service.',
@@ -96,16 +96,16 @@ function settingsInput(options: RouterOptions): Record<string, unknown> {
 
 export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettings> {
   const { handlers } = options;
-  const s = parse(routerSettingsSchema, settingsInput(options), { heading: 'Invalid router options', hideValues: true });
+  const s = parse(routerSettingsSchema, settingsInput(options), { heading: 'Invalid router options', hideValues: true, code: 'FLAG_INVALID' });
   const problems = handlerProblems(handlers);
   if (problems.length > 0) {
-    throw new OutboxError('CONFIG_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
+    throw new OutboxError('HANDLERS_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
   }
   const consumer = consumerName(options.config, s.consumer);
   const groupId = s.groupId ?? consumer;
   if (groupId !== consumer && !s.allowGroupIdMismatch) {
     throw new OutboxError(
-      'CONFIG_INVALID',
+      'GROUP_ID_MISMATCH',
       `groupId ${JSON.stringify(groupId)} differs from consumer ${JSON.stringify(consumer)}. The inbox is keyed by consumer: routers in different groups with one consumer ` +
         'name each receive every record and skip each other\'s as duplicates, and one group with two consumer names applies records twice. ' +
         'Drop groupId (it defaults to consumer), or pass allowGroupIdMismatch: true (--allow-group-id-mismatch) if that is what you mean.',

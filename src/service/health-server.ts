@@ -51,7 +51,7 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(
-        new OutboxError('CONFIG_INVALID', `Cannot listen on ${options.host}:${options.port} for /metrics and /healthz: ${error.code ?? error.message}. Choose another port (--metrics-port) or stop what uses it.`, {
+        new OutboxError('HEALTH_PORT_UNAVAILABLE', `Cannot listen on ${options.host}:${options.port} for /metrics and /healthz: ${error.code ?? error.message}. Choose another port (--metrics-port) or stop what uses it.`, {
           cause: error,
         }),
       ),

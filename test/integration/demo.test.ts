@@ -44,6 +44,6 @@ describe('outbox demo', () => {
   it('names a bad flag and its fix', async () => {
     const { code, stderr } = await runCli(['demo', '--events', '-5']);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/--events must be a number above 0/);
+    expect(stderr).toMatch(/--events must be a number above 0 and at most 1000000, got "-5"\.\n\(error code FLAG_INVALID; see docs\/errors\.md\)\n/);
   });
 });

@@ -494,7 +494,7 @@ describe('router delivery', () => {
       child.once('exit', (code) => resolve({ code, stderr }));
     });
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/--lanes must be at least 1, got 0/);
+    expect(result.stderr).toMatch(/--lanes must be at least 1, got 0\.\n\(error code FLAG_INVALID; see docs\/errors\.md\)\n/);
   });
 });
 

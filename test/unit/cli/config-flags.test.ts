@@ -50,11 +50,52 @@ describe('flags → config (one helper for every service command)', () => {
     expect(loaded.sources.get('router.lanes')).toEqual({ kind: 'flag', name: '--lanes' });
   });
 
-  it('a bad flag value names the flag; a value out of the schema range names the setting and the flag', () => {
-    expect(thrown(() => loadCommandConfig(routerArgs(['--lanes', '0']), ROUTER_FLAGS)).message).toContain('--lanes must be at least 1, got 0');
-    expect(thrown(() => loadCommandConfig(routerArgs(['--partitions', 'many']), ROUTER_FLAGS)).message).toContain('--partitions "many" is not a whole number');
+  it('a bad flag value is FLAG_INVALID naming the flag; a value out of the schema range names the setting and the flag', () => {
+    const low = thrown(() => loadCommandConfig(routerArgs(['--lanes', '0']), ROUTER_FLAGS));
+    expect(low.code).toBe('FLAG_INVALID');
+    expect(low.message).toContain('--lanes must be at least 1, got 0');
+    const word = thrown(() => loadCommandConfig(routerArgs(['--partitions', 'many']), ROUTER_FLAGS));
+    expect(word.code).toBe('FLAG_INVALID');
+    expect(word.message).toContain('--partitions "many" is not a whole number');
     const error = thrown(() => loadCommandConfig(routerArgs(['--lanes', '65']), ROUTER_FLAGS));
     expect(error.code).toBe('CONFIG_INVALID');
     expect(error.message).toContain('router.lanes (from --lanes)');
+  });
+});
+
+describe('outbox router: flags refused before anything connects', () => {
+  let stderr: jest.SpyInstance;
+  beforeEach(() => {
+    stderr = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  });
+  afterEach(() => {
+    stderr.mockRestore();
+    process.exitCode = undefined;
+  });
+
+  it('--topics that is not a regular expression is TOPIC_PATTERN_INVALID', () => {
+    const error = thrown(() => loadCommandConfig(routerArgs(['--handlers', 'h.js', '--topics', '^outbox\\.event\\.(order']), ROUTER_FLAGS));
+    expect(error.code).toBe('TOPIC_PATTERN_INVALID');
+    expect(error.message).toContain('--topics "^outbox\\\\.event\\\\.(order" is not a valid regular expression');
+  });
+
+  it('a malformed --unknown-event-type-for is FLAG_INVALID', () => {
+    const error = thrown(() => routerArgs(['--unknown-event-type-for', 'order=ignore']));
+    expect(error.code).toBe('FLAG_INVALID');
+    expect(error.message).toContain('--unknown-event-type-for "order=ignore" must be <aggregateType>=<');
+  });
+
+  it('no handlers module is HANDLERS_INVALID, printed as one paragraph with exit code 1', async () => {
+    const saved = process.env.OUTBOX_ROUTER_HANDLERS;
+    delete process.env.OUTBOX_ROUTER_HANDLERS;
+    try {
+      await routerCommand().parseAsync([], { from: 'user' });
+    } finally {
+      if (saved !== undefined) process.env.OUTBOX_ROUTER_HANDLERS = saved;
+    }
+    expect(process.exitCode).toBe(1);
+    expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toBe(
+      'outbox: The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).\n(error code HANDLERS_INVALID; see docs/errors.md)\n',
+    );
   });
 });

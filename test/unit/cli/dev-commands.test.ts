@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildProgram } from '../../../src/cli/main';
 import { devCommands, HARNESS_CLI, loadHarness } from '../../../src/cli/dev-commands';
-import { isOutboxError } from '../../../src/errors';
+import { thrown } from '../../support/expect-error';
 
 describe('outbox stack|demo|bench', () => {
   let dir: string;
@@ -35,15 +35,11 @@ describe('outbox stack|demo|bench', () => {
   it('without the harness (an installed package): running one fails naming the fix, --help still answers', async () => {
     const missing = join(dir, 'nope', 'cli.js');
     expect(() => loadHarness(missing)).toThrow(/development command of the outbox-router repository.*npm run stack:up/s);
-    try {
-      loadHarness(missing);
-    } catch (error) {
-      expect(isOutboxError(error)).toBe(true);
-    }
+    expect(thrown(() => loadHarness(missing)).code).toBe('DEV_COMMAND_UNAVAILABLE');
 
     await buildProgram(devCommands(missing)).parseAsync(['stack', 'up'], { from: 'user' });
     expect(process.exitCode).toBe(1);
-    expect(written(stderr)).toMatch(/outbox: this is a development command .*Clone the repository/s);
+    expect(written(stderr)).toMatch(/outbox: this is a development command .*Clone the repository.*\n\(error code DEV_COMMAND_UNAVAILABLE; see docs\/errors\.md\)\n$/s);
 
     process.exitCode = undefined;
     await buildProgram(devCommands(missing)).parseAsync(['demo', '--help'], { from: 'user' });

@@ -20,13 +20,13 @@ describe('loadHandlers (outbox router --handlers)', () => {
     const empty = join(dir, 'empty.js');
     writeFileSync(empty, 'module.exports = {};\n');
     const error = await rejection(loadHandlers(empty));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('HANDLERS_INVALID');
     expect(error.message).toContain('must export (default)');
   });
 
-  it('a missing module is CONFIG_INVALID naming the file', async () => {
+  it('a missing module is HANDLERS_INVALID naming the file', async () => {
     const error = await rejection(loadHandlers(join(dir, 'nope.js')));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('HANDLERS_INVALID');
     expect(error.message).toContain('nope.js');
   });
 });

@@ -269,17 +269,17 @@ describe('validation errors', () => {
 });
 
 describe('config files that cannot be used', () => {
-  it('a missing file is CONFIG_INVALID naming the path', () => {
+  it('a missing file is CONFIG_FILE_INVALID naming the path', () => {
     const path = join(dir, 'does-not-exist.yaml');
     const error = configError({ file: path, env: {} });
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('CONFIG_FILE_INVALID');
     expect(error.message).toContain(path);
   });
 
-  it('an unreadable path (a directory: EISDIR even for root) is CONFIG_INVALID naming the path', () => {
+  it('an unreadable path (a directory: EISDIR even for root) is CONFIG_FILE_INVALID naming the path', () => {
     const path = mkdtempSync(join(dir, 'a-directory-'));
     const error = configError({ file: path, env: {} });
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('CONFIG_FILE_INVALID');
     expect(error.message).toContain(path);
     expect(error.message).toContain('Cannot read');
   });
@@ -289,10 +289,10 @@ describe('config files that cannot be used', () => {
     ['malformed JSON', 'bad.json', '{"database": {"port": 1,}'],
     ['a list at the top level', 'list.yaml', '- database\n- outbox\n'],
     ['a scalar at the top level', 'scalar.yaml', 'just a string\n'],
-  ])('%s is CONFIG_INVALID naming the path', (_what, name, text) => {
+  ])('%s is CONFIG_FILE_INVALID naming the path', (_what, name, text) => {
     const path = file(name, text);
     const error = configError({ file: path, env: {} });
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('CONFIG_FILE_INVALID');
     expect(error.message).toContain(path);
   });
 

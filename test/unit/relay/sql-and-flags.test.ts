@@ -116,7 +116,7 @@ describe('relay settings', () => {
     expect(relayFlagSettings({ workers: '6', batchSize: '100', pollIntervalMs: '50', metricsHost: '0.0.0.0' })).toEqual({ workers: 6, batchSize: 100, pollIntervalMs: 50, metricsHost: '0.0.0.0' });
     expect(relayFlagSettings({ maxBatchBytes: '1048576' })).toEqual({ maxBatchBytes: 1048576 });
     const error = thrown(() => relayFlagSettings({ workers: 'four' }));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('FLAG_INVALID');
     expect(error.message).toContain('--workers "four"');
     expect(error.message).toContain('--workers 4');
     expect(thrown(() => relayFlagSettings({ pollIntervalMs: '1.5' })).message).toContain('--poll-interval-ms "1.5"');

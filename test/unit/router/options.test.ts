@@ -48,10 +48,11 @@ describe('resolveSettings', () => {
     });
   });
 
-  it('names bad options with CONFIG_INVALID', () => {
-    expect(codeOf(() => resolveSettings({ config, handlers, maxAttempts: 0 }))).toMatch(/^CONFIG_INVALID: .*maxAttempts/s);
-    expect(codeOf(() => resolveSettings({ config, handlers, bogus: 1 } as never))).toMatch(/^CONFIG_INVALID/);
-    expect(codeOf(() => resolveSettings({ config, handlers: {} }))).toMatch(/^CONFIG_INVALID: createRouter needs handlers/);
+  it('names bad options with FLAG_INVALID, and unusable handlers with HANDLERS_INVALID', () => {
+    expect(codeOf(() => resolveSettings({ config, handlers, maxAttempts: 0 }))).toMatch(/^FLAG_INVALID: Invalid router options:.*maxAttempts/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, bogus: 1 } as never))).toMatch(/^FLAG_INVALID/);
+    expect(codeOf(() => resolveSettings({ config, handlers: {} }))).toMatch(/^HANDLERS_INVALID: createRouter needs handlers/);
+    expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: 'nope' } } as never }))).toMatch(/^HANDLERS_INVALID: /);
     expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: 'nope' } } as never }))).toMatch(/order\.OrderCreated: a string, neither a function nor \{ batch: function \}/);
     expect(codeOf(() => resolveSettings({ config, handlers: { order: { OrderCreated: { batch: 1 } } } as never }))).toMatch(/order\.OrderCreated: a object/);
     expect(() => resolveSettings({ config, handlers: { order: { OrderCreated: { batch: async () => {} } } } })).not.toThrow();
@@ -63,19 +64,19 @@ describe('resolveSettings: consumer naming', () => {
 
   it('defaults the consumer to outbox-router only on the local stack', () => {
     expect(resolveSettings({ config, handlers }).consumer).toBe('outbox-router');
-    expect(codeOf(() => resolveSettings({ config: elsewhere, handlers }))).toMatch(/^CONFIG_INVALID: The router needs a consumer name for the database at db\.internal:5432.*--consumer/s);
+    expect(codeOf(() => resolveSettings({ config: elsewhere, handlers }))).toMatch(/^CONSUMER_NAME_REQUIRED: The router needs a consumer name for the database at db\.internal:5432.*--consumer/s);
     expect(resolveSettings({ config: elsewhere, handlers, consumer: 'billing' })).toMatchObject({ consumer: 'billing', groupId: 'billing' });
   });
 
   it('the DLQ commands follow the same rule (consumerName): no silent default off the local stack', () => {
     expect(consumerName(config, undefined)).toBe('outbox-router');
     expect(consumerName(elsewhere, 'billing')).toBe('billing');
-    expect(codeOf(() => consumerName(elsewhere, undefined))).toMatch(/^CONFIG_INVALID: .*db\.internal:5432.*--consumer/s);
+    expect(codeOf(() => consumerName(elsewhere, undefined))).toMatch(/^CONSUMER_NAME_REQUIRED: .*db\.internal:5432.*--consumer/s);
   });
 
   it('refuses a group id other than the consumer name unless allowGroupIdMismatch', () => {
     expect(codeOf(() => resolveSettings({ config, handlers, consumer: 'billing', groupId: 'billing-v2' }))).toMatch(
-      /^CONFIG_INVALID: groupId "billing-v2" differs from consumer "billing".*allowGroupIdMismatch/s,
+      /^GROUP_ID_MISMATCH: groupId "billing-v2" differs from consumer "billing".*allowGroupIdMismatch/s,
     );
     expect(codeOf(() => resolveSettings({ config, handlers, groupId: 'other' }))).toMatch(/groupId "other" differs from consumer "outbox-router"/);
     expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'billing' }).groupId).toBe('billing');
@@ -89,7 +90,7 @@ describe('resolveSettings: consumer naming', () => {
       dlqRetentionMs: 86_400_000,
       dlqReplicationFactor: 3,
     });
-    expect(codeOf(() => resolveSettings({ config, handlers, unknownEventTypes: { order: 'ignore' } } as never))).toMatch(/^CONFIG_INVALID: .*unknownEventTypes\.order/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, unknownEventTypes: { order: 'ignore' } } as never))).toMatch(/^FLAG_INVALID: .*unknownEventTypes\.order/s);
     expect(codeOf(() => resolveSettings({ config, handlers, dlqRetentionMs: -2 }))).toMatch(/dlqRetentionMs/);
   });
 });

@@ -71,7 +71,8 @@ describe('Kafka: TLS and SASL in createKafka', () => {
 
   it('names the setting and the path of an unreadable PEM file, never its content', () => {
     const error = thrown(() => kafkaConfig(config({ kafka: { ssl: { caFile: join(dir, 'missing.pem') } } })));
-    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.code).toBe('TLS_FILE_UNREADABLE');
+    expect(error.details).toEqual({ setting: 'kafka.ssl.caFile (OUTBOX_KAFKA_SSL_CA_FILE)', path: join(dir, 'missing.pem') });
     expect(error.message).toContain('kafka.ssl.caFile (OUTBOX_KAFKA_SSL_CA_FILE)');
     expect(error.message).toContain(join(dir, 'missing.pem'));
   });

@@ -1,5 +1,6 @@
 import { createServer } from 'node:net';
 import { Registry } from 'prom-client';
+import { OutboxError } from '../../../src/errors';
 import { createLifecycle, runService, type RunnableService } from '../../../src/service';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} } as never;
@@ -36,6 +37,26 @@ describe('runService', () => {
     const probe = createServer();
     await new Promise<void>((resolve, reject) => probe.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
     await new Promise<void>((r) => probe.close(() => r()));
+  });
+
+  it('a port already in use is HEALTH_PORT_UNAVAILABLE naming the address and the flag; the service is not started', async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
+    const { port } = holder.address() as { port: number };
+    let started = false;
+    try {
+      const error = await runService(options(service(async () => void (started = true), () => true), port)).then(
+        () => undefined,
+        (e: unknown) => e as OutboxError,
+      );
+      expect(error).toBeInstanceOf(OutboxError);
+      expect(error?.code).toBe('HEALTH_PORT_UNAVAILABLE');
+      expect(error?.message).toContain(`Cannot listen on 127.0.0.1:${port} for /metrics and /healthz: EADDRINUSE`);
+      expect(error?.message).toContain('--metrics-port');
+      expect(started).toBe(false);
+    } finally {
+      await new Promise<void>((r) => holder.close(() => r()));
+    }
   });
 
   it('serves /livez, /readyz (503 until ready), /healthz and /metrics, and stops on its signal', async () => {
