@@ -10,6 +10,7 @@ import { loadMigrations, provision } from '../../src/provision';
 import { renderSql, type Migration } from '../../src/provision/sql-files';
 import { createRelay, createRelayMetrics, type Relay, type RelayEventName, type RelayOptions } from '../../src/relay';
 import { createRouter, type Router, type RoutedEvent } from '../../src/router';
+import { createEffectsTable, recordingHandler } from '../support/effects';
 import { collect } from '../support/consume';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
@@ -39,7 +40,7 @@ describe('polling relay', () => {
     config = testConfig(db.name, { connector: { topicReplacement, topicPrefix: prefix } });
     await provision(config);
     pool = createPool(config.database, { max: 8 });
-    await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
+    await createEffectsTable(pool);
     // A business table whose row is the aggregate: writers update it, and so lock it, before writing the event.
     await pool.query('CREATE TABLE accounts (id text PRIMARY KEY, version int NOT NULL DEFAULT 0)');
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
@@ -127,16 +128,7 @@ describe('polling relay', () => {
       logger: silent,
       handlers: {
         order: {
-          OrderCancelled: async (event, { tx }) => {
-            seen.push(event);
-            await tx.query('INSERT INTO effects (message_id, aggregate_id, reason, tenant, traceparent) VALUES ($1, $2, $3, $4, $5)', [
-              event.id,
-              event.aggregateId,
-              event.payload.reason,
-              event.headers.tenant ?? null,
-              event.traceparent ?? null,
-            ]);
-          },
+          OrderCancelled: recordingHandler(seen),
         },
       },
     });

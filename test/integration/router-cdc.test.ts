@@ -10,6 +10,7 @@ import { provision } from '../../src/provision';
 import { createRouter, replayDeadLetters, type EventHandler, type Router, type RoutedEvent } from '../../src/router';
 import { qualified } from '../../src/db';
 import { parkedTableName } from '../../src/provision/sql-files';
+import { createEffectsTable, recordingHandler } from '../support/effects';
 import { collect, waitForTopics } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
@@ -39,7 +40,7 @@ describe('router behind the real CDC pipeline', () => {
     config = testConfig(db.name, { connector: { topicReplacement, topicPrefix: prefix } });
     await provision(config);
     pool = createPool(config.database, { max: 4 });
-    await pool.query('CREATE TABLE effects (seq bigserial PRIMARY KEY, message_id uuid NOT NULL, aggregate_id text NOT NULL, reason text NOT NULL, tenant text, traceparent text)');
+    await createEffectsTable(pool);
     const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(topicReplacement) });
     writer = createOutboxWriter({ outbox: config.outbox, codec });
     await deployConnector(config);
@@ -86,16 +87,7 @@ describe('router behind the real CDC pipeline', () => {
       logger: createLogger({ level: 'silent' }),
       handlers: {
         order: {
-          OrderCancelled: async (event, { tx }) => {
-            seen.push(event);
-            await tx.query('INSERT INTO effects (message_id, aggregate_id, reason, tenant, traceparent) VALUES ($1, $2, $3, $4, $5)', [
-              event.id,
-              event.aggregateId,
-              event.payload.reason,
-              event.headers.tenant ?? null,
-              event.traceparent ?? null,
-            ]);
-          },
+          OrderCancelled: recordingHandler(seen),
         },
       },
     });
@@ -136,16 +128,8 @@ describe('router behind the real CDC pipeline', () => {
       );
     }
     await waitForTopics([topic], 90_000);
-    const apply = async (event: RoutedEvent, tx: { query: (sql: string, params: unknown[]) => Promise<unknown> }) => {
-      await tx.query('INSERT INTO effects (message_id, aggregate_id, reason, tenant, traceparent) VALUES ($1, $2, $3, $4, $5)', [
-        event.id,
-        event.aggregateId,
-        (event.payload as { note: string }).note,
-        event.headers.tenant ?? null,
-        event.traceparent ?? null,
-      ]);
-    };
-    const parcel: Record<string, EventHandler> = { ParcelMoved: async (event, { tx }) => apply(event, tx) };
+    const apply = recordingHandler([], (event) => (event.payload as { note: string }).note);
+    const parcel: Record<string, EventHandler> = { ParcelMoved: apply };
     const consumer = `c-${prefix}-parcel`;
     router = createRouter({
       config,
@@ -174,7 +158,7 @@ describe('router behind the real CDC pipeline', () => {
     expect(letters.every((l) => !('traceparent' in l.headers) && !('headers' in l.headers))).toBe(true);
 
     // the fix: a handler for the poison's type; replay brings both back, in order, applied once each
-    parcel.ParcelLost = async (event, { tx }) => apply(event, tx);
+    parcel.ParcelLost = apply;
     const outstanding = { pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType };
     const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq, outstanding });
     expect(report.replayed.map((x) => x.id)).toEqual([rows[0]?.id, rows[2]?.id]);
