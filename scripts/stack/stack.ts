@@ -10,19 +10,12 @@ import { describeFailure, probePostgres, type Probe } from './probes';
 import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
 import { jvmServices, type JvmService } from './services';
 import { STACK_HOST, STACK_PORTS } from './settings';
-import { runningPid, upStack } from './start-up';
+import { runningPid, upStack, type StepEvent } from './start-up';
 
-export { jvmTemplateValues } from './start-up';
+export { jvmTemplateValues, type StepEvent } from './start-up';
 
 export type ServiceName = 'postgres' | JvmService['name'];
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
-
-/** One line of progress: a step finished (or was skipped) after `ms`. */
-export interface StepEvent {
-  step: string;
-  ms: number;
-  detail: string;
-}
 
 export interface ServiceStatus {
   name: ServiceName;

@@ -11,7 +11,13 @@ import { findProcesses, isAlive, ownedPid, portInUse, removeFile, run, spawnDeta
 import { MAIN_NEEDLES, stackMarker, type JvmService, type JvmServiceName } from './services';
 import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from './settings';
 import { renderTemplateFile } from './template';
-import type { StepEvent } from './stack';
+
+/** One line of progress: a step finished (or was skipped) after `ms`. */
+export interface StepEvent {
+  step: string;
+  ms: number;
+  detail: string;
+}
 
 /**
  * `stack up`: Java, jars, a port preflight, the rendered configs, PostgreSQL, then the JVMs. Each service
