@@ -116,7 +116,14 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     ...(topics.warning ? { warnings: [...(extra.warnings ?? []), topics.warning] } : {}),
   });
   const deployment: Deployment = {
-    config, client, desired, name, force, log, progress, overridden,
+    config,
+    client,
+    desired,
+    name,
+    force,
+    log,
+    progress,
+    overridden,
     resetOffsets: false,
     guard: (input) => [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings],
     storedOffset: async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string),
@@ -126,16 +133,7 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
   for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
 
-  if (current || options.dryRun) {
-    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
-    const findings = current ? await checkExisting(deployment, current) : deployment.guard({ connector: 'absent', offset: undefined });
-    if (!accept(deployment, findings)) throw refuse(name, findings, false);
-  }
-  if (!current && !force && !options.dryRun) {
-    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
-    const early = deployment.guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
-    if (early.length > 0) throw refuse(name, early, false);
-  }
+  await guardBeforeWrite(deployment, current, options.dryRun ?? false);
   if (options.dryRun) {
     progress('write', `dry run: nothing written${current ? '' : ' (offsets a deleted connector of this name left are only readable once it exists)'}`);
     return result('dry-run');
@@ -211,6 +209,20 @@ function accept(d: Deployment, findings: GuardFinding[]): boolean {
   d.resetOffsets = findings.some((f) => f.code === 'offset-without-slot' || f.code === 'slot-ahead-of-offset');
   d.progress('guard', findings.length ? `${findings.length} refusal(s) overridden by force${d.resetOffsets ? '; stored offsets will be reset' : ''}` : 'slot and stored offsets agree');
   return true;
+}
+
+/** The guard rails before anything is written: throws the refusals `force` does not override. */
+async function guardBeforeWrite(d: Deployment, current: Record<string, string> | undefined, dryRun: boolean): Promise<void> {
+  if (current || dryRun) {
+    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
+    const findings = current ? await checkExisting(d, current) : d.guard({ connector: 'absent', offset: undefined });
+    if (!accept(d, findings)) throw refuse(d.name, findings, false);
+  }
+  if (!current && !d.force && !dryRun) {
+    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
+    const early = d.guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
+    if (early.length > 0) throw refuse(d.name, early, false);
+  }
 }
 
 /**
