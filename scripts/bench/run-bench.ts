@@ -1,31 +1,31 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Client } from 'pg';
-import { createCodec, topicForReplacement } from 'outbox-router/codec';
 import { loadConfig, type OutboxConfig } from 'outbox-router/config';
-import { deleteConnector, deployConnector } from 'outbox-router/connector';
 import { clientConfig } from 'outbox-router/db';
 import { createKafka } from 'outbox-router/kafka';
-import { createLogger } from 'outbox-router/log';
-import { createOutboxWriter } from 'outbox-router/producer';
-import { measureWatchdog, type WatchdogMeasurement } from 'outbox-router/watchdog';
+import { createLogger, type Logger } from 'outbox-router/log';
 import { createStack } from '../stack/stack';
 import { createBenchDatabase, type BenchDatabase } from './bench-db';
 import { chartSpec, renderChart, type ChartPoint } from './chart';
-import { startCliProcess, type CliProcess } from './cli-process';
-import { childPids, startLoad, stackMemoryMb } from './load';
-import { measurePipeline } from './pipeline';
-import { createProgress, type Progress } from './progress';
-import { measureRawKafka } from './raw-kafka';
-import { measureRouterThroughput } from './router-throughput';
+import { stackMemoryMb } from './load';
+import {
+  measureCdcPart,
+  measureRawPart,
+  measureRelayPart,
+  measureRouterPart,
+  measureWatchdogPart,
+  measureWriterPart,
+  once,
+  PARTITIONS,
+  type BenchRun,
+  type Cleanup,
+} from './parts';
+import { createProgress } from './progress';
 import { round } from './stats';
 import { buildVerdicts } from './verdicts';
-import { measureWriter, type WriterRun } from './writer-overhead';
-import { type BenchOptions, type BenchResults, type Part, type WriterResults } from './types';
-
-const PARTITIONS = 4;
+import { type BenchOptions, type BenchResults, type Part } from './types';
 
 /**
  * One run on the local stack, every part side by side (or the `only` subset): writer overhead, the
@@ -40,20 +40,12 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
   const only = new Set(options.only);
   const progress = createProgress({ tty: options.tty ?? false, log });
   const runId = Date.now().toString(36);
-  const cleanups: Array<{ what: string; run: () => Promise<unknown> }> = [];
+  const cleanups: Cleanup[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'outbox-bench-'));
   cleanups.push({ what: `directory ${dir}`, run: async () => rmSync(dir, { recursive: true, force: true }) });
   /** Set by SIGINT/SIGTERM: no further part starts. */
   let interrupted = false;
-  const { log: _log, tty: _tty, output: _output, ...recorded } = options;
-  const results: BenchResults = {
-    machine: { cpus: cpus().length, node: process.version, when: new Date().toISOString(), loadavgStart: loadavg().map((l) => round(l, 2)) },
-    options: { ...recorded, only: [...only], partitions: PARTITIONS },
-    errors: {},
-    verdicts: [],
-    missed: [],
-    durationSeconds: 0,
-  };
+  const results = emptyResults(options, only);
 
   const step = createLogger({ name: 'bench', level: 'warn' });
   const base = loadConfig();
@@ -84,13 +76,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     interrupted = true;
     progress.stop();
     log.warn(`bench: ${signal}; removing what the run created before exiting`);
-    void (async () => {
-      // Never hang on the way out: whatever is left after a minute is named in the log.
-      setTimeout(() => process.exit(130), 60_000).unref();
-      for (const c of cleanups) await c.run().catch((error: Error) => log.warn({ err: error.message }, `bench: cleanup of ${c.what} failed`));
-      await removeTopics().catch(() => {});
-      process.exit(130);
-    })();
+    void cleanUpAndExit(cleanups, removeTopics, log);
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -99,117 +85,13 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     admin = new Client(clientConfig(base.database, { database: 'postgres', application_name: 'outbox-bench-stats' }));
     await admin.connect();
     const kafka = createKafka(base, { role: 'bench' });
-
-    await part('writer', async () => {
-      results.writer = await writerOverhead(await database('writer'), options, progress, admin);
-      progress.note(`writer: ratio with outbox ${results.writer.ratio} (same statement ${results.writer.ratioSameStatement})`);
-    });
-
-    const curve = (pipeline: 'cdc' | 'relay', bench: BenchDatabase, prefix: string, others?: Record<string, CliProcess>) =>
-      measurePipeline({
-        pipeline,
-        config: bench.config,
-        pool: bench.pool,
-        admin,
-        dir,
-        consumer: `${prefix}-router`,
-        topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`),
-        partitions: PARTITIONS,
-        rates: options.rates,
-        seconds: options.seconds,
-        warmupSeconds: options.warmupSeconds,
-        probes: options.probes,
-        writerMode: options.writerMode,
-        connections: options.writerConnections,
-        handler: options.handler,
-        ...(others ? { others } : {}),
-        progress,
-        log,
-      });
-
-    await part('cdc', async () => {
-      const prefix = `bench${runId}cdc`;
-      const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
-      const bench = await database('cdc', { connector: { name: `outbox-bench-${runId}`, slotName: `outbox_bench_${runId}`, topicReplacement, topicPrefix: prefix } });
-      const { config } = bench;
-      // Routed topics exist before the connector: broker timestamps (LogAppendTime), the bench's partitions.
-      await createTopic(kafka, topicForReplacement(topicReplacement)('order'));
-      cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: once(() => deleteConnector(config, { dropSlot: true, force: true })) });
-      const deployed = await deployConnector(config, { log: step });
-      progress.note(`cdc: connector ${config.connector.name} ${deployed.action} and RUNNING`);
-      await waitForSlot(admin as Client, config.connector.slotName, 60_000);
-      results.cdc = await curve('cdc', bench, prefix);
-      // The connector and slot go now, not at the end: Debezium would otherwise keep working during the other parts.
-      await cleanups.find((c) => c.what.startsWith('connector '))?.run();
-    });
-
-    await part('relay', async () => {
-      const prefix = `bench${runId}relay`;
-      const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
-      const bench = await database('relay', { connector: { topicReplacement } });
-      await createTopic(kafka, topicForReplacement(topicReplacement)('order'));
-      const relay = startCliProcess({ command: 'relay', args: [], config: bench.config, dir, log });
-      childPids.set(relay.pid, 'relay');
-      try {
-        await relay.healthy(60_000);
-        const run = await curve('relay', bench, prefix, { relay });
-        const s = bench.config.relay;
-        results.relay = { ...run, settings: { workers: s.workers, batchSize: s.batchSize, pollIntervalMs: s.pollIntervalMs } };
-      } finally {
-        await relay.stop();
-      }
-    });
-
-    await part('raw', async () => {
-      const codec = createCodec({ registry: base.registry, autoRegister: true, topicFor: topicForReplacement(`bench${runId}raw.outbox.event.\${routedByValue}`) });
-      const window = await startLoad();
-      const run = await measureRawKafka({ kafka, codec, topic: `bench${runId}raw.outbox.event.order`, partitions: PARTITIONS, seconds: Math.max(5, Math.min(options.seconds, 10)), progress });
-      results.raw = { ...run, load: await window.end() };
-      progress.note(`raw kafka: ${run.eventsPerSecond} events/s produce -> consume`);
-    });
-
-    await part('router', async () => {
-      const bench = await database('router');
-      const events = options.routerEvents;
-      const phases = ['fill', 'raw consume', 'router (per-event)', 'router (batch)'];
-      const bar = progress.phase('router vs raw consume', events * phases.length, 'records');
-      const run = await measureRouterThroughput({
-        config: bench.config,
-        pool: bench.pool,
-        events,
-        partitions: PARTITIONS,
-        onTick: (phase, done) => bar.update(Math.max(0, phases.indexOf(phase)) * events + done, { phase }),
-        name: `bench${runId}router`,
-        dir,
-        admin,
-        log,
-      });
-      bar.done();
-      results.router = run;
-      const batch = run.batch.supported ? `${run.batch.eventsPerSecond} events/s` : run.batch.reason;
-      progress.note(`router: per-event ${run.perEvent.eventsPerSecond} events/s, batch ${batch}, raw ${run.rawConsume.eventsPerSecond} (ratio ${run.ratio})`);
-    });
-
-    await part('watchdog', async () => {
-      const bench = await database('watchdog');
-      const bar = progress.phase('watchdog', 1, 'measurement');
-      const window = await startLoad(admin, bench.config.database.database);
-      let measured: WatchdogMeasurement | undefined;
-      for (let attempt = 1; !measured; attempt++) {
-        try {
-          measured = await measureWatchdog({ config: bench.config });
-        } catch (error) {
-          // Other WAL traffic on a shared server can breach the probe's threshold early: try again once.
-          if (attempt >= 2) throw error;
-          progress.note(`watchdog: ${(error as Error).message}; trying again`);
-        }
-      }
-      bar.update(1);
-      bar.done();
-      results.watchdog = { ...measured, load: await window.end() };
-      progress.note(`watchdog: server time per poll p95 ${measured.serverMs.p95} ms; detection ${measured.detectionIntervals.join(', ')} intervals`);
-    });
-
+    const run: BenchRun = { runId, dir, base, options, results, progress, log, step, kafka, admin, cleanups, database };
+    await part('writer', () => measureWriterPart(run));
+    await part('cdc', () => measureCdcPart(run));
+    await part('relay', () => measureRelayPart(run));
+    await part('raw', () => measureRawPart(run));
+    await part('router', () => measureRouterPart(run));
+    await part('watchdog', () => measureWatchdogPart(run));
     if (only.has('cdc') || only.has('relay') || only.has('router')) results.stackMemory = stackMemoryMb();
   } finally {
     results.machine.loadavgEnd = loadavg().map((l) => round(l, 2));
@@ -224,35 +106,41 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
   }
 
   results.durationSeconds = round((Date.now() - started) / 1000);
+  await writeResults(results, options.output);
+  return results;
+}
+
+/** The machine and the options the run was started with; every measurement is added to it. */
+function emptyResults(options: BenchOptions, only: Set<Part>): BenchResults {
+  const { log: _log, tty: _tty, output: _output, ...recorded } = options;
+  return {
+    machine: { cpus: cpus().length, node: process.version, when: new Date().toISOString(), loadavgStart: loadavg().map((l) => round(l, 2)) },
+    options: { ...recorded, only: [...only], partitions: PARTITIONS },
+    errors: {},
+    verdicts: [],
+    missed: [],
+    durationSeconds: 0,
+  };
+}
+
+/** Verdicts, the missed targets and the chart, then results.json. */
+async function writeResults(results: BenchResults, output: string): Promise<void> {
   results.verdicts = buildVerdicts(results);
   results.missed = results.verdicts
     .filter((v) => v.pass === false)
     .map((v) => ({ id: v.id, what: v.what, value: v.value, target: `${v.target?.comparator} ${v.target?.value} ${v.unit}`, why: v.why ?? 'no explanation measured' }));
-  mkdirSync(dirname(options.output), { recursive: true });
-  if (results.cdc || results.relay) results.chart = await drawChart(results, join(dirname(options.output), 'latency-vs-rate.svg'));
-  writeFileSync(options.output, `${JSON.stringify(results, null, 2)}\n`);
-  return results;
+  mkdirSync(dirname(output), { recursive: true });
+  if (results.cdc || results.relay) results.chart = await drawChart(results, join(dirname(output), 'latency-vs-rate.svg'));
+  writeFileSync(output, `${JSON.stringify(results, null, 2)}\n`);
 }
 
-/** A bench topic stamped with broker time, so a record's timestamp is when Kafka appended it. */
-async function createTopic(kafka: ReturnType<typeof createKafka>, topic: string): Promise<void> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] }], waitForLeaders: true });
-  } finally {
-    await admin.disconnect();
-  }
-}
-
-async function waitForSlot(admin: Client, slot: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const { rows } = await admin.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active', [slot]);
-    if (rows.length > 0) return;
-    if (Date.now() > deadline) throw new Error(`bench: slot ${slot} not active within ${timeoutMs} ms: is the connector RUNNING? (outbox connector:status)`);
-    await sleep(200);
-  }
+/** After a signal: every cleanup, then exit 130. */
+async function cleanUpAndExit(cleanups: Cleanup[], removeTopics: () => Promise<void>, log: Logger): Promise<void> {
+  // Never hang on the way out: whatever is left after a minute is named in the log.
+  setTimeout(() => process.exit(130), 60_000).unref();
+  for (const c of cleanups) await c.run().catch((error: Error) => log.warn({ err: error.message }, `bench: cleanup of ${c.what} failed`));
+  await removeTopics().catch(() => {});
+  process.exit(130);
 }
 
 /** Every topic and consumer group the run made (their names carry the run id). */
@@ -267,61 +155,6 @@ async function deleteRunTopics(config: OutboxConfig, runId: string): Promise<voi
   } finally {
     await admin.disconnect();
   }
-}
-
-/**
- * A cleanup runs once, whether the run ends, fails or is interrupted (the signal handler and `finally`
- * share it); one that failed is tried again on the next call.
- */
-function once<T>(fn: () => Promise<T>): () => Promise<T> {
-  let pending: Promise<T> | undefined;
-  return () =>
-    (pending ??= fn().catch((error: unknown) => {
-      pending = undefined;
-      throw error;
-    }));
-}
-
-async function writerOverhead(bench: BenchDatabase, options: BenchOptions, progress: Progress, admin: Client | undefined): Promise<WriterResults> {
-  const { config, pool } = bench;
-  const codec = createCodec({ registry: config.registry, autoRegister: true, topicFor: topicForReplacement(config.connector.topicReplacement) });
-  const avro = createOutboxWriter({ outbox: config.outbox, codec });
-  const avroDelete = createOutboxWriter({ outbox: config.outbox, codec, deleteAfterInsert: true });
-  const json = createOutboxWriter({ outbox: config.outbox, codec, contentType: 'application/json' });
-  // Modes are interleaved over rounds and pooled, so drift in the machine's load (two cores shared
-  // with the whole stack) spreads over every mode instead of landing on whichever ran last.
-  const rounds = 3;
-  const runs: WriterRun[] = [];
-  const modes = [
-    ['orders only', undefined, 'statement'],
-    ['orders + outbox (Avro)', avro, 'statement'],
-    ['orders + outbox (Avro, same statement)', avro, 'same-statement'],
-    ['orders + outbox (Avro, insert-then-delete)', avroDelete, 'statement'],
-    ['orders + outbox (JSON)', json, 'statement'],
-  ] as const;
-  const window = await startLoad(admin, config.database.database);
-  const bar = progress.phase('writer overhead', rounds * modes.length, 'runs');
-  for (let r = 0; r < rounds; r++) {
-    for (const [index, [mode, writer, style]] of modes.entries()) {
-      const run = await measureWriter(pool, mode, writer, options.concurrency, options.writerSeconds / rounds, undefined, style);
-      bar.update(r * modes.length + index + 1, { mode, 'tx/s': round(run.tps) });
-      const pooled = runs[index];
-      if (!pooled) runs[index] = run;
-      else runs[index] = { mode, transactions: pooled.transactions + run.transactions, seconds: pooled.seconds + run.seconds, tps: (pooled.transactions + run.transactions) / (pooled.seconds + run.seconds) };
-    }
-  }
-  bar.done();
-  const load = await window.end();
-  const baseTps = runs[0]?.tps ?? Number.NaN;
-  return {
-    concurrency: options.concurrency,
-    runs: runs.map((r) => ({ ...r, tps: round(r.tps), seconds: round(r.seconds) })),
-    ratio: round((runs[1]?.tps ?? Number.NaN) / baseTps, 3),
-    ratioSameStatement: round((runs[2]?.tps ?? Number.NaN) / baseTps, 3),
-    ratioDeleteAfterInsert: round((runs[3]?.tps ?? Number.NaN) / baseTps, 3),
-    target: 0.85,
-    load,
-  };
 }
 
 /** The curve of each pipeline as an SVG beside results.json. */

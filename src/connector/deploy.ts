@@ -1,7 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
-import { buildConnectorConfig, type ConnectorBuildOptions } from './build-config';
+import { buildConnectorConfig, type ConnectorBuildOptions, type ConnectorConfig } from './build-config';
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
@@ -58,6 +58,23 @@ function refuse(name: string, findings: GuardFinding[], created: boolean): Outbo
   );
 }
 
+/** What the steps of one deploy share. */
+interface Deployment {
+  config: OutboxConfig;
+  client: ConnectClient;
+  desired: ConnectorConfig;
+  name: string;
+  force: boolean;
+  log?: Logger;
+  progress: (step: DeployStep, detail: string) => void;
+  /** Refusals that `force` overrode (reported in the result). */
+  overridden: string[];
+  /** Forced past an offset the slot cannot serve: reset it, so Debezium streams from the slot instead of failing. */
+  resetOffsets: boolean;
+  guard: (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows'>) => GuardFinding[];
+  storedOffset: () => Promise<Record<string, unknown> | undefined>;
+}
+
 /**
  * Validate → check the database side → diff against Connect's stored config → guard rails → write
  * (or stop on dry run) → wait until the connector and every task are RUNNING. An unchanged config is
@@ -77,29 +94,10 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   const slotName = desired['slot.name'] as string;
   const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);
 
-  const validation = await client.validate(desired);
-  if (validation.fields.length > 0 || validation.errorCount > 0) {
-    for (const f of validation.fields) log?.error({ field: f.field, errors: f.errors }, `invalid ${f.field}`);
-    const lines = validation.fields.map((f) => `  - ${f.field}: ${f.errors.join('; ')}`);
-    throw new OutboxError(
-      'CONNECTOR_CONFIG_INVALID',
-      `Kafka Connect rejected the config of connector ${name} (${validation.errorCount} error(s)); nothing was deployed:\n${lines.join('\n')}\n` +
-        'Fix the settings named above (database, roles, outbox and connector sections of the config), then deploy again.',
-      { details: { fields: validation.fields } },
-    );
-  }
+  await validateConfig(client, desired, name, log);
   progress('validate', `Connect accepted the config (${Object.keys(desired).length} properties)`);
 
-  const heartbeat = desired['heartbeat.interval.ms'] !== '0';
-  // A snapshot publishes the rows already in the table; no_data and never start at the end of WAL.
-  const snapshots = !['no_data', 'never'].includes(desired['snapshot.mode'] as string);
-  const { slot, preSlotRows } = await withAdmin(config, async (db) => {
-    const missing = await missingPrerequisites(db, config, heartbeat);
-    if (missing.length > 0) throw prerequisiteError(config, missing);
-    const found: SlotInfo | undefined = await readSlot(db, slotName);
-    const count = found || snapshots ? 0 : await countUnpublishedRows(db, config);
-    return { slot: found, preSlotRows: { count, table: `${quoteIdent(config.outbox.schema)}.${quoteIdent(config.outbox.table)}` } };
-  });
+  const { slot, preSlotRows } = await readDatabaseSide(config, desired, slotName);
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
   const topics = await topicFindings(config, options.topicAdmin);
@@ -117,48 +115,25 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     ...extra,
     ...(topics.warning ? { warnings: [...(extra.warnings ?? []), topics.warning] } : {}),
   });
-  const guard = (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows'>): GuardFinding[] =>
-    [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings];
-  const storedOffset = async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string);
-  const checkExisting = async (stored: Record<string, string>) =>
-    guard({ connector: stored['slot.name'] === slotName ? 'same-slot' : 'other-slot', offset: await storedOffset() });
+  const deployment: Deployment = {
+    config,
+    client,
+    desired,
+    name,
+    force,
+    log,
+    progress,
+    overridden,
+    resetOffsets: false,
+    guard: (input) => [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings],
+    storedOffset: async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string),
+  };
 
-  if (diff.unchanged) {
-    // Nothing is written, so nothing is refused; a slot/offset problem is still worth saying.
-    const warnings = (await checkExisting(current as Record<string, string>)).map((f) => f.message);
-    for (const w of warnings) log?.warn({ step: 'guard' }, w);
-    progress('diff', 'unchanged: nothing to write');
-    const status = await client.status(name);
-    // Nothing to write is not "all is well": a FAILED task stays FAILED until restarted.
-    const failed = status && connectorFailure(name, status);
-    if (failed) {
-      throw new OutboxError('CONNECTOR_FAILED', `${failed.message}\nThe config is unchanged; once the cause is fixed, run \`outbox connector:restart\`.`, { details: failed.details });
-    }
-    return result('unchanged', { status, warnings });
-  }
+  if (diff.unchanged) return result('unchanged', await checkUnchanged(deployment, current as Record<string, string>));
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
   for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
 
-  /** Forced past an offset the slot cannot serve: reset it, so Debezium streams from the slot instead of failing. */
-  let resetOffsets = false;
-  const accept = (findings: GuardFinding[]) => {
-    if (findings.length > 0 && !force) return false;
-    overridden.push(...findings.map((f) => f.message));
-    resetOffsets = findings.some((f) => f.code === 'offset-without-slot' || f.code === 'slot-ahead-of-offset');
-    progress('guard', findings.length ? `${findings.length} refusal(s) overridden by force${resetOffsets ? '; stored offsets will be reset' : ''}` : 'slot and stored offsets agree');
-    return true;
-  };
-
-  if (current || options.dryRun) {
-    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
-    const findings = current ? await checkExisting(current) : guard({ connector: 'absent', offset: undefined });
-    if (!accept(findings)) throw refuse(name, findings, false);
-  }
-  if (!current && !force && !options.dryRun) {
-    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
-    const early = guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
-    if (early.length > 0) throw refuse(name, early, false);
-  }
+  await guardBeforeWrite(deployment, current, options.dryRun ?? false);
   if (options.dryRun) {
     progress('write', `dry run: nothing written${current ? '' : ' (offsets a deleted connector of this name left are only readable once it exists)'}`);
     return result('dry-run');
@@ -167,47 +142,138 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   const writeStarted = Date.now();
   let expectTaskConfig: Record<string, string | null> | undefined;
   if (current) {
-    const before = await client.status(name);
-    if (resetOffsets) {
-      await client.stop(name);
-      await waitForState(client, name, 'STOPPED', config.connector.deployTimeoutMs);
-      await client.resetOffsets(name);
-    }
-    await client.putConfig(name, desired);
-    if (resetOffsets) await client.resume(name);
-    // A config update does not restart a FAILED task: the fix just written would never run.
-    const failedBefore = before && (before.connector.state === 'FAILED' || before.tasks.some((t) => t.state === 'FAILED'));
-    if (failedBefore && !resetOffsets) await client.restart(name, { includeTasks: true, onlyFailed: true });
-    progress('write', `updated connector ${name}${resetOffsets ? ' (stored offsets reset)' : ''}`);
-    if (!resetOffsets && before && (before.connector.state === 'PAUSED' || before.connector.state === 'STOPPED')) {
-      log?.warn({ step: 'wait' }, `connector ${name} is ${before.connector.state}: the new config applies when it is resumed (outbox connector:resume)`);
-      return result('updated', { status: await client.status(name) });
-    }
-    // Until the tasks carry the new values, a RUNNING status is the old tasks'.
-    expectTaskConfig = Object.fromEntries([
-      ...[...diff.added, ...diff.changed].filter((d) => !isSecretKey(d.key)).map((d) => [d.key, desired[d.key] as string]),
-      ...diff.removed.filter((d) => !isSecretKey(d.key)).map((d) => [d.key, null]),
-    ]);
+    const updated = await updateExisting(deployment, diff);
+    if ('notRunning' in updated) return result('updated', { status: updated.notRunning });
+    expectTaskConfig = updated.expectTaskConfig;
   } else {
-    await client.create(name, desired, 'STOPPED');
-    let leftover: Record<string, unknown> | undefined;
-    try {
-      leftover = await storedOffset();
-      const findings = guard({ connector: 'absent', offset: leftover });
-      if (!accept(findings)) throw refuse(name, findings, true);
-      if (resetOffsets) await client.resetOffsets(name);
-      await client.resume(name);
-    } catch (error) {
-      // Never leave a half-made, STOPPED connector behind: the next deploy would find it "unchanged".
-      await client.delete(name).catch(() => false);
-      throw error;
-    }
-    const how = resetOffsets ? ' (stored offsets of a previous connector of this name reset)' : leftover ? ' (resuming from offsets a previous connector of this name stored)' : '';
-    progress('write', `created connector ${name}${how}`);
+    await createStoppedThenResume(deployment);
   }
 
   const status = await waitForRunning(client, name, { timeoutMs: config.connector.deployTimeoutMs, expectTaskConfig, ...options.wait });
   const runningAfterMs = Date.now() - writeStarted;
   progress('wait', `connector and ${status.tasks.length} task(s) RUNNING after ${runningAfterMs} ms`);
   return result(current ? 'updated' : 'created', { status, runningAfterMs });
+}
+
+async function validateConfig(client: ConnectClient, desired: ConnectorConfig, name: string, log: Logger | undefined): Promise<void> {
+  const validation = await client.validate(desired);
+  if (validation.fields.length > 0 || validation.errorCount > 0) {
+    for (const f of validation.fields) log?.error({ field: f.field, errors: f.errors }, `invalid ${f.field}`);
+    const lines = validation.fields.map((f) => `  - ${f.field}: ${f.errors.join('; ')}`);
+    throw new OutboxError(
+      'CONNECTOR_CONFIG_INVALID',
+      `Kafka Connect rejected the config of connector ${name} (${validation.errorCount} error(s)); nothing was deployed:\n${lines.join('\n')}\n` +
+        'Fix the settings named above (database, roles, outbox and connector sections of the config), then deploy again.',
+      { details: { fields: validation.fields } },
+    );
+  }
+}
+
+/** The prerequisites (or an error naming what is missing), the slot, and the rows a slot-less start would skip. */
+async function readDatabaseSide(config: OutboxConfig, desired: ConnectorConfig, slotName: string): Promise<Pick<GuardInput, 'slot' | 'preSlotRows'>> {
+  const heartbeat = desired['heartbeat.interval.ms'] !== '0';
+  // A snapshot publishes the rows already in the table; no_data and never start at the end of WAL.
+  const snapshots = !['no_data', 'never'].includes(desired['snapshot.mode'] as string);
+  return withAdmin(config, async (db) => {
+    const missing = await missingPrerequisites(db, config, heartbeat);
+    if (missing.length > 0) throw prerequisiteError(config, missing);
+    const found: SlotInfo | undefined = await readSlot(db, slotName);
+    const count = found || snapshots ? 0 : await countUnpublishedRows(db, config);
+    return { slot: found, preSlotRows: { count, table: `${quoteIdent(config.outbox.schema)}.${quoteIdent(config.outbox.table)}` } };
+  });
+}
+
+/** The guard rails for a connector Connect already has, with the offsets it stored. */
+async function checkExisting(d: Deployment, stored: Record<string, string>): Promise<GuardFinding[]> {
+  return d.guard({ connector: stored['slot.name'] === d.desired['slot.name'] ? 'same-slot' : 'other-slot', offset: await d.storedOffset() });
+}
+
+/** Nothing is written, so nothing is refused; a slot/offset problem is still worth saying. */
+async function checkUnchanged(d: Deployment, current: Record<string, string>): Promise<Partial<DeployResult>> {
+  const warnings = (await checkExisting(d, current)).map((f) => f.message);
+  for (const w of warnings) d.log?.warn({ step: 'guard' }, w);
+  d.progress('diff', 'unchanged: nothing to write');
+  const status = await d.client.status(d.name);
+  // Nothing to write is not "all is well": a FAILED task stays FAILED until restarted.
+  const failed = status && connectorFailure(d.name, status);
+  if (failed) {
+    throw new OutboxError('CONNECTOR_FAILED', `${failed.message}\nThe config is unchanged; once the cause is fixed, run \`outbox connector:restart\`.`, { details: failed.details });
+  }
+  return { status, warnings };
+}
+
+/** False when there are refusals and no `force`; else records what `force` overrode and whether offsets must be reset. */
+function accept(d: Deployment, findings: GuardFinding[]): boolean {
+  if (findings.length > 0 && !d.force) return false;
+  d.overridden.push(...findings.map((f) => f.message));
+  d.resetOffsets = findings.some((f) => f.code === 'offset-without-slot' || f.code === 'slot-ahead-of-offset');
+  d.progress('guard', findings.length ? `${findings.length} refusal(s) overridden by force${d.resetOffsets ? '; stored offsets will be reset' : ''}` : 'slot and stored offsets agree');
+  return true;
+}
+
+/** The guard rails before anything is written: throws the refusals `force` does not override. */
+async function guardBeforeWrite(d: Deployment, current: Record<string, string> | undefined, dryRun: boolean): Promise<void> {
+  if (current || dryRun) {
+    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
+    const findings = current ? await checkExisting(d, current) : d.guard({ connector: 'absent', offset: undefined });
+    if (!accept(d, findings)) throw refuse(d.name, findings, false);
+  }
+  if (!current && !d.force && !dryRun) {
+    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
+    const early = d.guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
+    if (early.length > 0) throw refuse(d.name, early, false);
+  }
+}
+
+/**
+ * Writes the new config of an existing connector. Returns the task config to wait for, or, for a PAUSED
+ * or STOPPED connector (which applies it only when resumed), its status.
+ */
+async function updateExisting(
+  { config, client, desired, name, log, progress, resetOffsets }: Deployment,
+  diff: ConfigDiff,
+): Promise<{ expectTaskConfig: Record<string, string | null> } | { notRunning: ConnectorStatusInfo | undefined }> {
+  const before = await client.status(name);
+  if (resetOffsets) {
+    await client.stop(name);
+    await waitForState(client, name, 'STOPPED', config.connector.deployTimeoutMs);
+    await client.resetOffsets(name);
+  }
+  await client.putConfig(name, desired);
+  if (resetOffsets) await client.resume(name);
+  // A config update does not restart a FAILED task: the fix just written would never run.
+  const failedBefore = before && (before.connector.state === 'FAILED' || before.tasks.some((t) => t.state === 'FAILED'));
+  if (failedBefore && !resetOffsets) await client.restart(name, { includeTasks: true, onlyFailed: true });
+  progress('write', `updated connector ${name}${resetOffsets ? ' (stored offsets reset)' : ''}`);
+  if (!resetOffsets && before && (before.connector.state === 'PAUSED' || before.connector.state === 'STOPPED')) {
+    log?.warn({ step: 'wait' }, `connector ${name} is ${before.connector.state}: the new config applies when it is resumed (outbox connector:resume)`);
+    return { notRunning: await client.status(name) };
+  }
+  // Until the tasks carry the new values, a RUNNING status is the old tasks'.
+  return {
+    expectTaskConfig: Object.fromEntries([
+      ...[...diff.added, ...diff.changed].filter((d) => !isSecretKey(d.key)).map((d) => [d.key, desired[d.key] as string]),
+      ...diff.removed.filter((d) => !isSecretKey(d.key)).map((d) => [d.key, null]),
+    ]),
+  };
+}
+
+/** Creates the connector STOPPED, guards the offsets a deleted namesake left, then resumes it. */
+async function createStoppedThenResume(d: Deployment): Promise<void> {
+  const { client, desired, name } = d;
+  await client.create(name, desired, 'STOPPED');
+  let leftover: Record<string, unknown> | undefined;
+  try {
+    leftover = await d.storedOffset();
+    const findings = d.guard({ connector: 'absent', offset: leftover });
+    if (!accept(d, findings)) throw refuse(name, findings, true);
+    if (d.resetOffsets) await client.resetOffsets(name);
+    await client.resume(name);
+  } catch (error) {
+    // Never leave a half-made, STOPPED connector behind: the next deploy would find it "unchanged".
+    await client.delete(name).catch(() => false);
+    throw error;
+  }
+  const how = d.resetOffsets ? ' (stored offsets of a previous connector of this name reset)' : leftover ? ' (resuming from offsets a previous connector of this name stored)' : '';
+  d.progress('write', `created connector ${name}${how}`);
 }
