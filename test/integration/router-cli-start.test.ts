@@ -74,7 +74,8 @@ describe('outbox router: probes', () => {
         if (ready === 200) break;
         await new Promise((r) => setTimeout(r, 10));
       }
-      const answered = seen.filter((s) => s.live !== 0);
+      // A poll that raced the listener's opening (one probe refused, the next answered) says nothing either way.
+      const answered = seen.filter((s) => s.live !== 0 && s.ready !== 0);
       expect(answered.length).toBeGreaterThan(0);
       expect(answered.every((s) => s.live === 200)).toBe(true);
       // Not ready while it starts; the first 200 came back after the group join was logged (its time).
