@@ -13,6 +13,12 @@ import type { LocalSchema } from './schema-catalogue';
  * TypeScript 4 at run time and knows nothing of aggregate types; the other (avro-typescript) types
  * logical types by their underlying type, which is not what the codec hands a handler.
  */
+/**
+ * What a generated `EventMap` is: aggregate type → event type → payload type. The default of every
+ * `<M>` parameter, which leaves an API untyped (any aggregate type, event type and payload).
+ */
+export type EventMapShape = Record<string, Record<string, unknown>>;
+
 export interface GenerateTypesOptions {
   /** Where the schemas came from, for the header comment (a path relative to the output file). */
   source?: string;
