@@ -88,8 +88,8 @@ function collectNamed(type: Type, origin: LocalSchema, named: Map<string, Named>
 }
 
 /**
- * The short name when it is unique; else the namespace joined in PascalCase before it; else (one full
- * name defined differently by two files) the first defining event's aggregate and type before that.
+ * The short name when it is unique; else the namespace joined in PascalCase before it; a full name that
+ * files define differently gets, for each definition, the aggregate and event type that define it first.
  */
 function assignNames(all: Named[]): void {
   const used = new Set<string>();
@@ -98,13 +98,18 @@ function assignNames(all: Named[]): void {
     used.add(pick);
     return pick;
   };
-  const shortCount = new Map<string, number>();
-  for (const n of all) shortCount.set(safe(shortName(n.fullName)), (shortCount.get(safe(shortName(n.fullName))) ?? 0) + 1);
+  const count = (of: (n: Named) => string) => {
+    const counts = new Map<string, number>();
+    for (const n of all) counts.set(of(n), (counts.get(of(n)) ?? 0) + 1);
+    return (n: Named) => counts.get(of(n)) as number;
+  };
+  const short = (n: Named) => safe(shortName(n.fullName));
+  const sameShort = count(short);
+  const sameFull = count((n) => n.fullName);
   for (const n of all) {
-    const short = safe(shortName(n.fullName));
     const qualified = safe(pascal(n.fullName.split('.').slice(0, -1).join('.')) + shortName(n.fullName));
     const byEvent = safe(pascal(n.origin.aggregateType) + n.origin.eventType + shortName(n.fullName));
-    n.tsName = claim(shortCount.get(short) === 1 ? [short, qualified, byEvent] : [qualified, byEvent]);
+    n.tsName = claim(sameFull(n) > 1 ? [byEvent] : sameShort(n) > 1 ? [qualified, byEvent] : [short(n), qualified, byEvent]);
   }
 }
 
