@@ -7,13 +7,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
-import type { OutboxWriter, WrittenEvent } from 'outbox-router/producer';
+import type { OutboxEventOf, OutboxWriter, WrittenEvent } from 'outbox-router/producer';
+// Generated from schemas/ by `outbox schemas:types --schemas schemas --out examples/outbox-events.ts`.
+import type { EventMap, OrderLine } from './outbox-events';
 
-export interface OrderLine {
-  sku: string;
-  quantity: number;
-  priceCents: number;
-}
+export type { OrderLine };
+
+/** A writer typed by the schemas: `type`, `aggregateType` and `payload` are checked at compile time. */
+export type OrderWriter = OutboxWriter<OutboxEventOf<EventMap>>;
 
 export interface NewOrder {
   id?: string;
@@ -44,7 +45,7 @@ export interface CreateOrderOptions {
   failBeforeCommit?: boolean;
 }
 
-export async function createOrder(pool: Pool, outbox: OutboxWriter, order: NewOrder, options: CreateOrderOptions = {}): Promise<CreatedOrder> {
+export async function createOrder(pool: Pool, outbox: OrderWriter, order: NewOrder, options: CreateOrderOptions = {}): Promise<CreatedOrder> {
   const orderId = order.id ?? randomUUID();
   const totalCents = order.lines.reduce((sum, line) => sum + line.quantity * line.priceCents, 0);
   const client: PoolClient = await pool.connect();
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
   const pool = createPool(config.database);
   try {
     await pool.query(ORDERS_DDL);
-    const outbox = createOutboxWriter({ outbox: config.outbox, codec: createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
+    const outbox = createOutboxWriter<EventMap>({ outbox: config.outbox, codec: createCodec({ registry: config.registry, topicFor: topicForReplacement(config.connector.topicReplacement) }) });
     const created = await createOrder(pool, outbox, { customerId: 'customer-1', currency: 'EUR', lines: [{ sku: 'BOOK-42', quantity: 2, priceCents: 1999 }] });
     process.stdout.write(`order ${created.orderId} (${created.totalCents} cents) committed with event ${created.event.id} (${created.event.bytes} bytes ${created.event.contentType})\n`);
   } finally {

@@ -9,8 +9,11 @@
  * `async (event, ctx) => …`, does the same one event at a time.
  */
 import type { BatchHandler, Handlers } from 'outbox-router/router';
+// Generated from schemas/ by `outbox schemas:types`: a handler for an event type that has no schema does not compile.
+import type { EventMap } from './outbox-events';
 
-type OrderEvent = { orderId: string };
+/** Any event of the order aggregate: what a batch function shared by its event types may rely on. */
+type OrderEvent = EventMap['order'][keyof EventMap['order']];
 
 /** The order ids of the events, in order (an order twice in a run is updated once: the same result). */
 const orderIds = (events: ReadonlyArray<{ payload: OrderEvent }>) => events.map((e) => e.payload.orderId);
@@ -23,7 +26,7 @@ const cancel: BatchHandler<OrderEvent> = async (events, ctx) => {
   await ctx.tx.query("UPDATE orders o SET status = 'cancelled' FROM unnest($1::uuid[]) AS e(id) WHERE o.id = e.id", [orderIds(events)]);
 };
 
-const handlers: Handlers = {
+const handlers: Handlers<EventMap> = {
   order: {
     OrderCreated: { batch: confirm },
     OrderCancelled: { batch: cancel },

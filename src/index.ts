@@ -22,6 +22,7 @@ export {
   createOutboxWriter,
   validateEvent,
   type OutboxEvent,
+  type OutboxEventOf,
   type OutboxWriter,
   type OutboxWriterOptions,
   type PayloadEncoder,
@@ -37,6 +38,7 @@ export {
   type Codec,
   type CodecOptions,
   type ContentType,
+  type EventMapShape,
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
 export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats, type RouterEventName, type RouterEventListener } from './router';

@@ -1,6 +1,7 @@
-import { resolve } from 'node:path';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, relative, resolve, sep } from 'node:path';
 import { Command } from 'commander';
-import { checkSchemas, createSchemaCatalogue, defaultSchemasDir, formatIncompatible, registerSchemas, type SchemaCheckResult } from '../codec';
+import { checkSchemas, createSchemaCatalogue, defaultSchemasDir, formatIncompatible, generateEventTypes, registerSchemas, type SchemaCheckResult } from '../codec';
 import { OutboxError } from '../errors';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -90,5 +91,45 @@ export function schemaCommands(): Command[] {
     }),
   );
 
-  return [register, check];
+  const types = new Command('schemas:types')
+    .description(
+      'Write TypeScript types for the payloads of every <aggregate_type>/<EventType>.avsc, as the codec decodes them, and an EventMap ' +
+        '(aggregate type → event type → payload) for createOutboxWriter<EventMap>, createRouter<EventMap> and Handlers<EventMap>: ' +
+        'a misspelled event type or a wrong payload is then a compile error (docs/library.md, "Typed events"). ' +
+        'With --check, writes nothing and exits 1 if the file is missing or differs from what would be written: run it in CI.',
+    )
+    .option('--schemas <dir>', 'folder of <aggregate_type>/<EventType>.avsc files', defaultSchemasDir())
+    .option('--out <file>', 'the TypeScript file to write', 'outbox-events.ts')
+    .option('--check', 'write nothing; exit 1 if the file is not up to date', false)
+    .action(
+      action(async (opts: { schemas: string; out: string; check: boolean }) => {
+        const schemasDir = requireSchemas(opts.schemas);
+        const out = resolve(opts.out);
+        const text = eventTypesFile(schemasDir, out);
+        const current = existsSync(out) ? readFileSync(out, 'utf8') : undefined;
+        if (opts.check) {
+          if (current === text) {
+            process.stdout.write(`${opts.out} is up to date with ${schemasDir}.\n`);
+            return 0;
+          }
+          process.stdout.write(
+            `${opts.out} ${current === undefined ? 'does not exist' : 'is out of date'}: it differs from what the schemas in ${schemasDir} generate. ` +
+              `Run \`outbox schemas:types --schemas ${opts.schemas} --out ${opts.out}\` and commit the result.\n`,
+          );
+          return 1;
+        }
+        if (current !== text) writeFileSync(out, text);
+        const count = createSchemaCatalogue({ schemasDir }).list().length;
+        process.stdout.write(`${current === text ? 'unchanged' : 'wrote'} ${opts.out}: ${count} event type${count === 1 ? '' : 's'} from ${schemasDir}.\n`);
+        return 0;
+      }),
+    );
+
+  return [register, check, types];
+}
+
+/** The generated file's text; its header names the schemas folder relative to the file, so it is the same on every machine. */
+export function eventTypesFile(schemasDir: string, outFile: string): string {
+  const source = relative(dirname(outFile), schemasDir).split(sep).join('/') || '.';
+  return generateEventTypes(createSchemaCatalogue({ schemasDir }).list(), { source });
 }

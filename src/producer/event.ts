@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CONTENT_TYPES, type ContentType } from '../codec/content-type';
+import type { EventMapShape } from '../codec/generate-types';
 import { RESERVED_HEADERS } from '../envelope';
 import { OutboxError } from '../errors';
 import { parse } from '../config/parse';
@@ -26,6 +27,17 @@ export interface OutboxEvent<P = unknown> {
   headers?: Record<string, string>;
   contentType?: ContentType;
 }
+
+/**
+ * The events of an EventMap (`outbox schemas:types`): each an aggregate type and event type the map has,
+ * with that pair's payload, so a misspelled type or a wrong payload does not compile.
+ */
+export type OutboxEventOf<M extends EventMapShape> = {
+  [A in keyof M & string]: { [T in keyof M[A] & string]: Omit<OutboxEvent<M[A][T]>, 'aggregateType' | 'type'> & { aggregateType: A; type: T } }[keyof M[A] & string];
+}[keyof M & string];
+
+/** What a writer of map M takes: OutboxEvent for the untyped default, OutboxEventOf<M> for a generated map. */
+export type WriterEvent<M extends EventMapShape> = string extends keyof M ? OutboxEvent : OutboxEventOf<M>;
 
 const name = z.string().regex(/^[A-Za-z0-9._-]{1,200}$/, 'letters, digits, ".", "_" and "-" only (it becomes part of a topic or file name)');
 

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { ClientBase, QueryConfig, QueryResultRow } from 'pg';
+import type { EventMapShape } from '../codec/generate-types';
 import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
 import { OUTBOX_COLUMNS } from '../envelope';
 import { OutboxError } from '../errors';
-import { validateEvent, type ContentType, type OutboxEvent } from './event';
+import { validateEvent, type ContentType, type OutboxEvent, type WriterEvent } from './event';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
 import { uuidv7 } from './uuidv7';
 
@@ -42,11 +43,12 @@ export interface PreparedInsert {
   events: WrittenEvent[];
 }
 
-export interface OutboxWriter {
+/** E: the events it takes; `OutboxWriter<OutboxEventOf<EventMap>>` from `createOutboxWriter<EventMap>` (docs/library.md, "Typed events"). */
+export interface OutboxWriter<E extends OutboxEvent = OutboxEvent> {
   /** Adds one event to the caller's open transaction. Never BEGINs or COMMITs. */
-  writeEvent(client: ClientBase, event: OutboxEvent): Promise<WrittenEvent>;
+  writeEvent(client: ClientBase, event: E): Promise<WrittenEvent>;
   /** Adds several events in one statement; all or nothing. */
-  writeEvents(client: ClientBase, events: readonly OutboxEvent[]): Promise<WrittenEvent[]>;
+  writeEvents(client: ClientBase, events: readonly E[]): Promise<WrittenEvent[]>;
   /**
    * The outbox INSERT as SQL text and parameters, for ONE statement that also does the business write:
    *   WITH o AS (INSERT INTO orders … VALUES ($1, $2)) <text>     -- values: [...orderParams, ...values]
@@ -54,7 +56,7 @@ export interface OutboxWriter {
    * outbox INSERT cost 25–30% of a one-row business transaction. Not with deleteAfterInsert (a DELETE
    * in the same statement cannot see the row).
    */
-  prepareInsert(events: readonly OutboxEvent[], options?: { firstParam?: number }): Promise<PreparedInsert>;
+  prepareInsert(events: readonly E[], options?: { firstParam?: number }): Promise<PreparedInsert>;
   /**
    * The recommended fast path: the business INSERT/UPDATE/DELETE and the outbox INSERT sent as ONE
    * statement, `WITH biz AS (<business>) INSERT INTO outbox …`, with the business parameters first. One
@@ -68,7 +70,7 @@ export interface OutboxWriter {
   writeWith<R extends QueryResultRow = QueryResultRow>(
     db: Queryable,
     business: { text: string; values?: readonly unknown[] },
-    events: readonly OutboxEvent[],
+    events: readonly E[],
     options?: { returning?: boolean },
   ): Promise<{ rows: R[]; events: WrittenEvent[] }>;
 }
@@ -85,7 +87,8 @@ const ROWS_PER_STATEMENT = 1000;
 /** Distinct statement shapes a writer remembers (and prepares) at most. */
 const STATEMENT_CACHE_MAX = 256;
 
-export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
+/** M: a generated EventMap to type the events (docs/library.md, "Typed events"); by default any event. */
+export function createOutboxWriter<M extends EventMapShape = EventMapShape>(options: OutboxWriterOptions): OutboxWriter<WriterEvent<M>> {
   const table = qualified(options.outbox.schema, options.outbox.table);
   const defaultType: ContentType = options.contentType ?? 'application/vnd.apache.avro+binary';
   const limit = options.outbox.maxPayloadBytes;
@@ -219,7 +222,7 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
     return { text: insertText(prepared.length, firstParam), values: prepared.flatMap((p) => p.row), events: prepared.map((p) => p.written) };
   }
 
-  return {
+  const writer: OutboxWriter = {
     writeEvents,
     prepareInsert,
     writeWith,
@@ -228,6 +231,8 @@ export function createOutboxWriter(options: OutboxWriterOptions): OutboxWriter {
       return written as WrittenEvent;
     },
   };
+  // Only the accepted events' static type narrows; every event is still validated at run time.
+  return writer as OutboxWriter<WriterEvent<M>>;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { Partitioners } from 'kafkajs';
-import { createCodec } from '../codec';
+import { createCodec, type EventMapShape } from '../codec';
 import { createPool } from '../db';
 import { createKafka } from '../kafka';
 import { createLogger } from '../log';
@@ -40,7 +40,9 @@ export interface Router {
  * (`partitionsConsumedConcurrently`); inside one, records run in offset order, or in `lanes` by key
  * hash with each key in order; consecutive records share an inbox transaction (`maxTransactionRecords`).
  */
-export function createRouter(options: RouterOptions): Router {
+export function createRouter<M extends EventMapShape = EventMapShape>(typedOptions: RouterOptions<M>): Router {
+  // The map only types the handlers the caller writes; at run time the router takes any handlers object.
+  const options = typedOptions as unknown as RouterOptions;
   const settings = resolveSettings(options);
   const logger = options.logger ?? createLogger({ name: 'router' });
   // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.

@@ -1,7 +1,7 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { z } from 'zod';
-import type { Codec } from '../codec';
+import type { Codec, EventMapShape } from '../codec';
 import { isLocalStackDatabase, parse, type OutboxConfig } from '../config';
 import { ROUTER_SETTING_KEYS, routerSettingsSchema, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../config/router-schema';
 import { OutboxError } from '../errors';
@@ -34,10 +34,11 @@ export function consumerName(config: Pick<OutboxConfig, 'database'>, given: stri
 /** Scalar settings, validated once; defaults live in the schema (src/config/router-schema.ts). */
 export type RouterSettings = z.input<typeof routerSettingsSchema>;
 
-export interface RouterOptions extends RouterSettings {
+/** M: a generated EventMap, which types `handlers` (docs/library.md, "Typed events"); by default untyped. */
+export interface RouterOptions<M extends EventMapShape = EventMapShape> extends RouterSettings {
   /** Brokers, database, registry and inbox table come from here. */
   config: OutboxConfig;
-  handlers: Handlers;
+  handlers: Handlers<M>;
   /** Topics to consume. Default /^outbox\.event\..+/. Matched at start() and every topicRefreshMs (new topics are subscribed while running). */
   topics?: RegExp;
   aggregateTypeOf?: (topic: string) => string;

@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg';
+import type { EventMapShape } from '../codec/generate-types';
 
 /** What a handler receives (docs/library.md). */
 export interface RoutedEvent<P = unknown> {
@@ -39,8 +40,14 @@ export type BatchHandler<P = any> = (events: ReadonlyArray<RoutedEvent<P>>, ctx:
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type EventTypeHandler<P = any> = EventHandler<P> | { batch: BatchHandler<P> };
 
-/** aggregate type → event type → handler (per event, or `{ batch }`). */
-export type Handlers = Readonly<Record<string, Readonly<Record<string, EventTypeHandler>>>>;
+/**
+ * aggregate type → event type → handler (per event, or `{ batch }`). With a generated EventMap
+ * (`Handlers<EventMap>`, docs/library.md "Typed events") only the map's aggregate and event types are
+ * keys, each optional, and each handler's `event.payload` has its type: a misspelled key does not compile.
+ */
+export type Handlers<M extends EventMapShape = EventMapShape> = string extends keyof M
+  ? Readonly<Record<string, Readonly<Record<string, EventTypeHandler>>>>
+  : { readonly [A in keyof M & string]?: { readonly [T in keyof M[A] & string]?: EventTypeHandler<M[A][T]> } };
 
 export interface RouterStats {
   /** Records taken from Kafka (each redelivery counts again). */
