@@ -66,7 +66,7 @@ export function createRouter(options: RouterOptions): Router {
     batchesInHand: 0,
     subscribed: new Set(),
   };
-  const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed });
+  const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed, schemasDir: settings.schemasDir, readerSchemas: options.readerSchemas });
   const dlqs = createDlqTopics(rt);
   const subscription = createSubscription(rt, topicPattern, dlqs);
   let timers: NodeJS.Timeout[] = [];
