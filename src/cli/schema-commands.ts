@@ -60,7 +60,7 @@ export function schemaCommands(): Command[] {
 
   const check = schemaCommand(
     'schemas:check',
-    'Compare every local .avsc with the latest registered version of its subject, using the registry\'s compatibility check and a ' +
+    'Compare every local .avsc with the latest registered version of its subject (every version under a *_TRANSITIVE level), using the registry\'s compatibility check and a ' +
       'field-level analysis that names what breaks (e.g. "OrderCreated.channel: added without a default"). Registers nothing. ' +
       'Exits 0 when everything is compatible or new, 1 otherwise: run it in CI before `schemas:register`.',
   ).action(
