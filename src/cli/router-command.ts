@@ -7,6 +7,7 @@ import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../rou
 import { runService } from '../service';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { loadHandlerModule } from './load-handlers';
+import { requireSchemas } from './schema-commands';
 import { action, loggerFor } from './run-command';
 
 function topicsPattern(source: string): RegExp {
@@ -90,8 +91,9 @@ export function routerCommand(): Command {
         throw new OutboxError('HANDLERS_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
       }
       const { handlers, schemas: readerSchemas } = await loadHandlerModule(settings.handlers);
-      // A malformed reader schema fails here, not on every Avro record.
-      createSchemaCatalogue({ schemasDir: settings.schemasDir }).list();
+      // A malformed reader schema, or a --schemas path with none, fails here rather than on every Avro record.
+      if (settings.schemasDir === undefined) createSchemaCatalogue().list();
+      else requireSchemas(settings.schemasDir);
       const metrics = createRouterMetrics();
       const router = createRouter({ config, handlers, readerSchemas, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
       await runService({

@@ -23,8 +23,8 @@ function schemaCommand(name: string, description: string): Command {
     .option('--json', 'print the result as JSON for scripts', false);
 }
 
-/** A wrong --schemas path would otherwise "succeed" with nothing to do. */
-function requireSchemas(dir: string): string {
+/** A wrong --schemas path would otherwise "succeed" with nothing to do (or, for the router, decode with the writer's schemas only). */
+export function requireSchemas(dir: string): string {
   const schemasDir = resolve(dir);
   if (createSchemaCatalogue({ schemasDir }).list().length === 0) {
     throw new OutboxError(
