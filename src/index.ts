@@ -39,16 +39,17 @@ export {
   type CodecOptions,
   type ContentType,
   type EventMapShape,
+  type ReaderSchemas,
 } from './codec';
 export { deployConnector, connectorStatus, deleteConnector, restartConnector, pauseConnector, resumeConnector, buildConnectorConfig } from './connector';
 export { createRouter, type Router, type RouterOptions, type Handlers, type EventHandler, type BatchHandler, type EventTypeHandler, type HandlerContext, type RoutedEvent, type RouterStats, type RouterEventName, type RouterEventListener } from './router';
-export { replayDeadLetters, releaseKeys, createRouterMetrics, startHealthServer, type PayloadSchemas, type FailurePolicy } from './router';
+export { replayDeadLetters, releaseKeys, createRouterMetrics, startHealthServer, type PayloadSchema, type PayloadSchemas, type FailurePolicy } from './router';
 export { createWatchdog, measureWatchdog, type Watchdog, type WatchdogOptions, type WatchdogEventName, type WatchdogListener } from './watchdog';
 export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type RelayStats, type RelayEventName, type RelayEventListener } from './relay';
 export { collectStatus, renderStatus } from './status';
 export { createKafka } from './kafka';
 export { topicNames, type TopicNames } from './topics';
-export { HEADER, DLQ_HEADER, OUTBOX_COLUMNS, type RecordHeaders } from './envelope';
+export { HEADER, DLQ_HEADER, OUTBOX_COLUMNS, SCHEMA_VERSION_HEADER, type RecordHeaders } from './envelope';
 export {
   runService,
   createLifecycle,

@@ -14,6 +14,7 @@ const DERIVED_DEFAULTS: Record<string, string> = {
   'router.groupId': '`router.consumer`',
   'router.topics': `the routed topics of \`connector.topicReplacement\` (\`${topicNames().pattern.source}\`)`,
   'router.poolSize': 'partitions × lanes + 2',
+  'router.schemasDir': 'the package\'s `schemas/`',
 };
 
 const SECTIONS = { router: { schema: routerSchema, flags: ROUTER_FLAGS }, relay: { schema: relaySchema, flags: RELAY_FLAGS } } as const;

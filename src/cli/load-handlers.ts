@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { OutboxError } from '../errors';
+import type { ReaderSchemas } from '../codec';
 import type { Handlers } from '../router';
 import { HANDLERS_SHAPE, handlerProblems } from '../router/options';
 
@@ -20,8 +21,19 @@ async function loadModule(file: string): Promise<unknown> {
   return importModule(pathToFileURL(file).href);
 }
 
+export interface HandlerModule {
+  handlers: Handlers;
+  /** The module's named export `schemas` (beside a default export): the consumer's Avro reader schemas. */
+  schemas?: ReaderSchemas;
+}
+
 /** Loads a handlers module: its default export (or the module itself) maps aggregate type → event type → handler. */
 export async function loadHandlers(path: string): Promise<Handlers> {
+  return (await loadHandlerModule(path)).handlers;
+}
+
+/** The handlers and, when the module declares them, its reader schemas (`export const schemas = { order: { OrderCreated: {...avsc} } }`). */
+export async function loadHandlerModule(path: string): Promise<HandlerModule> {
   const file = resolve(path);
   let loaded: unknown;
   try {
@@ -29,12 +41,22 @@ export async function loadHandlers(path: string): Promise<Handlers> {
   } catch (error) {
     throw new OutboxError('HANDLERS_INVALID', `Cannot load the handlers module ${file}: ${(error as Error).message}. Pass a compiled .js or .mjs file (--handlers dist/handlers.js).`, { cause: error });
   }
-  let handlers = (loaded as { default?: unknown })?.default ?? loaded;
+  const hasDefault = (loaded as { default?: unknown })?.default !== undefined;
+  let exports = loaded as { default?: unknown; schemas?: unknown } | undefined;
+  let handlers = exports?.default ?? loaded;
   // A CommonJS module compiled from `export default` and then imported as ESM: { default: { default: handlers } }.
-  if (handlerProblems(handlers).length > 0 && (handlers as { default?: unknown })?.default) handlers = (handlers as { default: unknown }).default;
+  if (handlerProblems(handlers).length > 0 && (handlers as { default?: unknown })?.default) {
+    exports = handlers as { default?: unknown; schemas?: unknown };
+    handlers = exports.default;
+  }
   const problems = handlerProblems(handlers);
   if (problems.length > 0) {
     throw new OutboxError('HANDLERS_INVALID', `The handlers module ${file} must export (default) ${HANDLERS_SHAPE}; found: ${problems.join(', ')}.`);
   }
-  return handlers as Handlers;
+  // Without a default export the module itself is the map, so a `schemas` key there is an aggregate type.
+  const schemas = hasDefault ? exports?.schemas : undefined;
+  if (schemas !== undefined && (schemas === null || typeof schemas !== 'object')) {
+    throw new OutboxError('HANDLERS_INVALID', `The handlers module ${file} exports \`schemas\` as ${schemas === null ? 'null' : typeof schemas}; it must map aggregate type → event type → Avro schema (the .avsc JSON).`);
+  }
+  return { handlers: handlers as Handlers, schemas: schemas as ReaderSchemas | undefined };
 }

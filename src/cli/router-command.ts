@@ -1,10 +1,12 @@
+import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { OutboxError } from '../errors';
 import { createRouter, createRouterMetrics } from '../router';
 import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
 import { runService } from '../service';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
-import { loadHandlers } from './load-handlers';
+import { loadHandlerModule } from './load-handlers';
+import { requireSchemas } from './schema-commands';
 import { action, loggerFor } from './run-command';
 
 function topicsPattern(source: string): RegExp {
@@ -48,6 +50,7 @@ export const ROUTER_FLAGS: readonly FlagSetting[] = [
   { flag: '--dlq-retention-ms', path: 'router.dlqRetentionMs', parse: retentionMs },
   { flag: '--dlq-replication-factor', path: 'router.dlqReplicationFactor', parse: wholeNumber(1) },
   { flag: '--handler-timeout-ms', path: 'router.handlerTimeoutMs', parse: wholeNumber(0) },
+  { flag: '--schemas', path: 'router.schemasDir', parse: (dir: string) => resolve(dir) },
 ];
 
 function routerOptions(command: Command): Command {
@@ -68,7 +71,8 @@ function routerOptions(command: Command): Command {
     .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable) (router.unknownEventTypes)').argParser(unknownEventTypeFor))
     .option('--dlq-retention-ms <ms>', `retention.ms of the dead-letter topics the router creates, -1 for forever ${defaultOf('router.dlqRetentionMs')}`)
     .option('--dlq-replication-factor <n>', `replication factor of the dead-letter topics the router creates ${defaultOf('router.dlqReplicationFactor')}`)
-    .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`);
+    .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`)
+    .option('--schemas <dir>', 'reader schemas, <aggregate_type>/<EventType>.avsc: Avro payloads are decoded with them (the handlers module\'s `schemas` export takes precedence) (router.schemasDir; default: none, Avro is then read with the writer\'s schema unless the handlers module exports `schemas`)');
 }
 
 export function routerCommand(): Command {
@@ -85,9 +89,11 @@ export function routerCommand(): Command {
       if (!settings.handlers) {
         throw new OutboxError('HANDLERS_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
       }
-      const handlers = await loadHandlers(settings.handlers);
+      const { handlers, schemas: readerSchemas } = await loadHandlerModule(settings.handlers);
+      // A malformed reader schema, or a --schemas path with none, fails here rather than on every Avro record.
+      if (settings.schemasDir !== undefined) requireSchemas(settings.schemasDir);
       const metrics = createRouterMetrics();
-      const router = createRouter({ config, handlers, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
+      const router = createRouter({ config, handlers, readerSchemas, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
       await runService({
         service: router,
         logger: log,

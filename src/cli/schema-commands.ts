@@ -24,8 +24,8 @@ function schemaCommand(name: string, description: string): Command {
     .option('--json', 'print the result as JSON for scripts', false);
 }
 
-/** A wrong --schemas path would otherwise "succeed" with nothing to do. */
-function requireSchemas(dir: string): string {
+/** A wrong --schemas path would otherwise "succeed" with nothing to do (or, for the router, decode with the writer's schemas only). */
+export function requireSchemas(dir: string): string {
   const schemasDir = resolve(dir);
   if (createSchemaCatalogue({ schemasDir }).list().length === 0) {
     throw new OutboxError(
@@ -61,7 +61,7 @@ export function schemaCommands(): Command[] {
 
   const check = schemaCommand(
     'schemas:check',
-    'Compare every local .avsc with the latest registered version of its subject, using the registry\'s compatibility check and a ' +
+    'Compare every local .avsc with the latest registered version of its subject (every version under a *_TRANSITIVE level), using the registry\'s compatibility check and a ' +
       'field-level analysis that names what breaks (e.g. "OrderCreated.channel: added without a default"). Registers nothing. ' +
       'Exits 0 when everything is compatible or new, 1 otherwise: run it in CI before `schemas:register`.',
   ).action(

@@ -4,6 +4,7 @@ import { AVRO_CONTENT_TYPE, CONTENT_TYPES, JSON_CONTENT_TYPE, normalizeContentTy
 import { decodeJsonPayload, encodeJsonPayload } from './json-payload';
 import { validateAvroPayload } from './payload-validation';
 import { createRegistryConnection, type RegistryConnection, type RegistryConnectionOptions, type RegistrySettings } from './registry-connection';
+import { parseAvroType } from './logical-types';
 import { createSchemaCatalogue, type LocalSchema, type SchemaCatalogue } from './schema-catalogue';
 import { defaultTopicFor, topicRecordSubject, type TopicFor } from './subject-naming';
 import { frameConfluent, unframeConfluent } from './wire-format';
@@ -22,12 +23,24 @@ export interface CodecOptions extends RegistryConnectionOptions {
   topicFor?: TopicFor;
   /** Replaces the HTTP connection (tests, or sharing one between codecs). */
   connection?: RegistryConnection;
+  /**
+   * The consumer's reader schemas, aggregate type → event type → Avro schema (parsed JSON or its text),
+   * e.g. the `schemas` export of a handlers module. They take precedence over `schemasDir` when decoding
+   * with the `reader` option; an event type in neither is decoded with the writer's schema.
+   */
+  readerSchemas?: ReaderSchemas;
 }
+
+/** aggregate type → event type → an Avro record schema (parsed JSON or its text). */
+export type ReaderSchemas = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
 
 export interface DecodeOptions {
   /**
-   * Read with this local schema instead of the writer's (Avro schema resolution): an older record
-   * gains the defaults of fields added since, and fields the reader dropped disappear.
+   * Read with the consumer's schema of this event type (from `readerSchemas`, else `schemasDir` when it is
+   * given: the package's own example schemas are never a consumer's reader schemas) instead
+   * of the writer's (Avro schema resolution): an older record gains the defaults of fields added since,
+   * and fields the reader dropped disappear. An event type without a reader schema is read with the
+   * writer's schema. A reader that cannot read the writer's schema fails with SCHEMA_INCOMPATIBLE.
    */
   reader?: { aggregateType: string; eventType: string };
 }
@@ -58,6 +71,10 @@ export function createCodec(options: CodecOptions): Codec {
   const ids = new Map<string, Promise<number>>();
   const resolvers = new Map<string, ReturnType<Type['createResolver']>>();
 
+  const given = readerSchemaMap(options.readerSchemas);
+  const readerSchema = (r: { aggregateType: string; eventType: string }): LocalSchema | undefined =>
+    given.get(`${r.aggregateType}/${r.eventType}`) ?? (options.schemasDir === undefined ? undefined : schemas.find(r.aggregateType, r.eventType));
+
   const subjectOf = (schema: LocalSchema) => topicRecordSubject(topicFor(schema.aggregateType), schema.fullName);
 
   async function lookupId(schema: LocalSchema, subject: string): Promise<number> {
@@ -84,18 +101,21 @@ export function createCodec(options: CodecOptions): Codec {
     return id;
   }
 
+  /** One resolver per (writer schema id, reader schema): building one walks both schemas. */
   function readerFor(schemaId: number, writer: Type, reader: LocalSchema) {
-    const key = `${schemaId}|${reader.aggregateType}/${reader.eventType}`;
+    const key = `${schemaId}|${reader.file}`;
     let resolver = resolvers.get(key);
     if (!resolver) {
       try {
         resolver = reader.type.createResolver(writer);
       } catch (error) {
+        // Not retriable: every record written with this schema fails the same way until the reader changes.
         throw new OutboxError(
-          'DECODE_FAILED',
-          `A record written with schema id ${schemaId} (${writer.name}) cannot be read with ${reader.file}: ${(error as Error).message}. ` +
-            'The two schemas are not compatible; run `outbox schemas:check`.',
-          { cause: error, details: { schemaId, reader: reader.file } },
+          'SCHEMA_INCOMPATIBLE',
+          `A record written with schema id ${schemaId} (${writer.name}) cannot be read with the reader schema ${reader.file} (${reader.fullName}): ` +
+            `${(error as Error).message}. Make the reader schema compatible with every version producers still write (give added fields a "default", ` +
+            'keep the record name or add the old one to "aliases"; `outbox schemas:check` names the fields), then replay the dead letters with `outbox dlq:replay`.',
+          { cause: error, details: { schemaId, writer: writer.name, reader: reader.file } },
         );
       }
       resolvers.set(key, resolver);
@@ -124,7 +144,7 @@ export function createCodec(options: CodecOptions): Codec {
         { retriable: true, details: { schemaId, registry: connection.url } },
       );
     }
-    const reader = decodeOptions.reader ? schemas.get(decodeOptions.reader.aggregateType, decodeOptions.reader.eventType) : undefined;
+    const reader = decodeOptions.reader ? readerSchema(decodeOptions.reader) : undefined;
     let payload: unknown;
     try {
       payload = reader ? reader.type.fromBuffer(body, readerFor(schemaId, writer, reader)) : writer.fromBuffer(body);
@@ -161,4 +181,29 @@ export function createCodec(options: CodecOptions): Codec {
     decode: async (bytes, contentType, decodeOptions) => (await decodeWithInfo(bytes, contentType, decodeOptions)).payload,
     decodeWithInfo,
   };
+}
+
+/** `readerSchemas` as catalogue entries; a schema that does not parse fails at codec creation, naming its place. */
+function readerSchemaMap(readerSchemas: ReaderSchemas | undefined): Map<string, LocalSchema> {
+  const map = new Map<string, LocalSchema>();
+  for (const [aggregateType, byEvent] of Object.entries(readerSchemas ?? {})) {
+    for (const [eventType, schema] of Object.entries(byEvent ?? {})) {
+      const file = `readerSchemas.${aggregateType}.${eventType}`;
+      let type: Type;
+      try {
+        type = parseAvroType(typeof schema === 'string' ? JSON.parse(schema) : schema);
+      } catch (error) {
+        throw new OutboxError('SCHEMA_INVALID', `The reader schema ${file} is not a valid Avro schema: ${(error as Error).message}. Fix it in the module or options that declare it.`, {
+          cause: error,
+          details: { file },
+        });
+      }
+      if (type.typeName !== 'record') {
+        throw new OutboxError('SCHEMA_INVALID', `The reader schema ${file} is a ${type.typeName}; an event schema must be a record. Fix it in the module or options that declare it.`, { details: { file } });
+      }
+      const fullName = type.name as string;
+      map.set(`${aggregateType}/${eventType}`, { aggregateType, eventType, file, fullName, text: JSON.stringify(type.schema()), type });
+    }
+  }
+  return map;
 }

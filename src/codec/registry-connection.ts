@@ -62,6 +62,8 @@ export interface RegistryConnection {
   /** The id of exactly this schema under the subject; undefined when the subject or schema is not there. */
   lookup(subject: string, schemaText: string): Promise<RegisteredVersion | undefined>;
   latest(subject: string): Promise<(RegisteredVersion & { schema: string }) | undefined>;
+  /** Every version of the subject, oldest first; empty for a subject that does not exist. */
+  versions(subject: string): Promise<Array<RegisteredVersion & { schema: string }>>;
   /** The subject's compatibility level; undefined for a subject that does not exist yet. */
   compatibilityLevel(subject: string): Promise<string | undefined>;
   /** `POST /compatibility/subjects/{s}/versions/latest`: the registry's own verdict, without reasons. */
@@ -151,6 +153,21 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
       if (r.status === 200) return { ...asVersion(r.data), schema: String((r.data as { schema?: unknown }).schema) };
       if (r.status === 404 && errorCode(r.data) === 40401) return undefined;
       throw unexpected(what, path, 'GET', r);
+    },
+
+    async versions(subject) {
+      const what = `listing the versions of subject ${subject}`;
+      const path = `${subjectPath(subject)}/versions`;
+      const r = await call('get', path, what);
+      if (r.status === 404 && errorCode(r.data) === 40401) return [];
+      if (r.status !== 200 || !Array.isArray(r.data)) throw unexpected(what, path, 'GET', r);
+      const all = [];
+      for (const version of (r.data as unknown[]).map(Number).sort((a, b) => a - b)) {
+        const one = await call('get', `${path}/${version}`, what);
+        if (one.status !== 200) throw unexpected(what, `${path}/${version}`, 'GET', one);
+        all.push({ ...asVersion(one.data), schema: String((one.data as { schema?: unknown }).schema) });
+      }
+      return all;
     },
 
     compatibilityLevel,

@@ -104,7 +104,10 @@ export async function registerSchemas(config: SchemaAdminConfig, options: Schema
   return results;
 }
 
-/** Compares each local schema with the latest registered version of its subject; registers nothing. */
+/**
+ * Compares each local schema with the latest registered version of its subject, or with every version
+ * under BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE and FULL_TRANSITIVE; registers nothing.
+ */
 export async function checkSchemas(config: SchemaAdminConfig, options: SchemaAdminOptions = {}): Promise<SchemaCheckReport> {
   const { catalogue, connection, refOf } = context(config, options);
   const results: SchemaCheckResult[] = [];
@@ -124,27 +127,36 @@ async function checkOne(connection: RegistryConnection, schema: LocalSchema, ref
   if (normalise(latest.schema) === schema.text) return { ...base, level, status: 'unchanged', issues: [] };
 
   const registryCompatible = await connection.isCompatible(ref.subject, schema.text);
-  let registered;
-  try {
-    registered = parseAvroType(JSON.parse(latest.schema));
-  } catch (error) {
-    throw new OutboxError('SCHEMA_INVALID', `Version ${latest.version} of subject ${ref.subject} in ${connection.url} is not an Avro schema this codec can parse: ${(error as Error).message}.`, {
-      cause: error,
-      details: { subject: ref.subject, version: latest.version },
-    });
+  // A *_TRANSITIVE level holds against every registered version, the others against the latest only.
+  const against = level.endsWith('_TRANSITIVE') ? await connection.versions(ref.subject) : [latest];
+  const issues: CompatIssue[] = [];
+  for (const version of against) {
+    const registered = parseRegistered(version, ref.subject, connection.url);
+    const found = directionsOf(level).flatMap((d) =>
+      d === 'backward' ? compatibilityIssues(schema.type, registered, d) : compatibilityIssues(registered, schema.type, d),
+    );
+    const suffix = against.length > 1 ? ` (against version ${version.version})` : '';
+    issues.push(...found.map((i) => ({ ...i, problem: i.problem + suffix })));
   }
-  // Only the latest version is compared, also for *_TRANSITIVE levels; the registry's verdict covers those.
-  const issues = directionsOf(level).flatMap((d) =>
-    d === 'backward' ? compatibilityIssues(schema.type, registered, d) : compatibilityIssues(registered, schema.type, d),
-  );
   if (!registryCompatible && issues.length === 0) {
     issues.push({
       path: schema.eventType,
       problem: `the registry (${level}) reports it incompatible with version ${latest.version}, but the field-level analysis found no cause`,
-      fix: `compare ${schema.file} with \`GET /subjects/${ref.subject}/versions/latest\`, including earlier versions for a transitive level`,
+      fix: `compare ${schema.file} with \`GET /subjects/${ref.subject}/versions/latest\`${level.endsWith('_TRANSITIVE') ? ' and the earlier versions' : ''}`,
     });
   }
   return { ...base, level, registryCompatible, status: issues.length === 0 ? 'compatible' : 'incompatible', issues };
+}
+
+function parseRegistered(version: { version: number; schema: string }, subject: string, url: string) {
+  try {
+    return parseAvroType(JSON.parse(version.schema));
+  } catch (error) {
+    throw new OutboxError('SCHEMA_INVALID', `Version ${version.version} of subject ${subject} in ${url} is not an Avro schema this codec can parse: ${(error as Error).message}.`, {
+      cause: error,
+      details: { subject, version: version.version },
+    });
+  }
 }
 
 function directionsOf(level: string): Direction[] {

@@ -61,6 +61,11 @@ export const routerSettingsSchema = z
     topicRefreshMs: z.number().int().min(0).default(10_000),
     /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
     parkKeys: z.boolean().default(true),
+    /**
+     * The consumer's reader schemas, `<aggregate_type>/<EventType>.avsc` (default: the package's `schemas/`):
+     * Avro payloads are decoded with them, so older records gain the defaults of fields added since.
+     */
+    schemasDir: z.string().min(1).optional(),
   })
   .strict();
 
@@ -102,4 +107,5 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_POOL_SIZE', path: ['router', 'poolSize'], type: 'number' },
   { env: 'OUTBOX_ROUTER_METRICS_PORT', path: ['router', 'metricsPort'], type: 'number' },
   { env: 'OUTBOX_ROUTER_METRICS_HOST', path: ['router', 'metricsHost'] },
+  { env: 'OUTBOX_ROUTER_SCHEMAS_DIR', path: ['router', 'schemasDir'] },
 ];

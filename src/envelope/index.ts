@@ -22,6 +22,12 @@ export const HEADER = {
 /** Names an event's own `headers` may not use: the envelope's. */
 export const RESERVED_HEADERS: readonly string[] = Object.values(HEADER);
 
+/**
+ * The entry of an event's own `headers` (the JSON column) naming its payload's schema version: set by
+ * writeEvent's `schemaVersion`, read by the router's per-version `payloadSchemas`.
+ */
+export const SCHEMA_VERSION_HEADER = 'schemaVersion';
+
 /** The headers a dead letter adds to the original record's. */
 export const DLQ_HEADER = {
   originalTopic: 'x-original-topic',

@@ -26,6 +26,11 @@ export interface OutboxEvent<P = unknown> {
   traceparent?: string;
   headers?: Record<string, string>;
   contentType?: ContentType;
+  /**
+   * The payload's schema version, written as the `schemaVersion` entry of `headers`: a consumer with
+   * `payloadSchemas` per version checks a JSON payload against that version (docs/schemas.md).
+   */
+  schemaVersion?: number | string;
 }
 
 /**
@@ -64,6 +69,7 @@ const eventSchema = z
       .refine((h) => Buffer.byteLength(JSON.stringify(h)) <= MAX_HEADERS_BYTES, `at most ${MAX_HEADERS_BYTES} bytes as JSON (the outbox's headers column)`)
       .optional(),
     contentType: z.enum(CONTENT_TYPES).optional(),
+    schemaVersion: z.union([z.number().int().min(1), z.string().regex(/^[A-Za-z0-9._-]{1,50}$/, 'a version such as 2 or "2"')]).optional(),
   })
   .strict();
 
@@ -81,7 +87,7 @@ const KNOWN_TYPES_MAX = 10_000;
  * the schema, which also writes the error message.
  */
 function plainEventIsValid(event: OutboxEvent): boolean {
-  if (event === null || typeof event !== 'object' || event.id !== undefined || event.headers !== undefined) return false;
+  if (event === null || typeof event !== 'object' || event.id !== undefined || event.headers !== undefined || event.schemaVersion !== undefined) return false;
   for (const key in event) if (!EVENT_KEYS.has(key)) return false;
   const { aggregateType, type, aggregateId, traceparent, contentType } = event;
   if (typeof aggregateType !== 'string' || typeof type !== 'string' || typeof aggregateId !== 'string') return false;

@@ -3,7 +3,7 @@ import type { ClientBase, QueryConfig, QueryResultRow } from 'pg';
 import type { EventMapShape } from '../codec/generate-types';
 import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
-import { OUTBOX_COLUMNS } from '../envelope';
+import { OUTBOX_COLUMNS, SCHEMA_VERSION_HEADER } from '../envelope';
 import { OutboxError } from '../errors';
 import { validateEvent, type ContentType, type OutboxEvent, type WriterEvent } from './event';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
@@ -107,7 +107,7 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
       );
     }
     const id = event.id ?? uuidv7();
-    const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, event.traceparent ?? null, event.headers ? JSON.stringify(event.headers) : null];
+    const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, event.traceparent ?? null, headersColumn(event)];
     const written: WrittenEvent = { id, aggregateType: event.aggregateType, aggregateId: event.aggregateId, type: event.type, contentType, bytes: payload.length };
     return { row, written };
   }
@@ -273,4 +273,10 @@ function assertInTransaction(client: ClientBase): void {
       ? 'writeEvent was called on a transaction that already failed: ROLLBACK it and retry the whole unit of work.'
       : 'writeEvent must run inside the caller\'s transaction, so the event commits or rolls back with the business rows: call BEGIN on this client first.',
   );
+}
+
+/** The `headers` column: the event's headers, plus `schemaVersion` when the event names one. */
+function headersColumn(event: OutboxEvent): string | null {
+  const headers = event.schemaVersion === undefined ? event.headers : { ...event.headers, [SCHEMA_VERSION_HEADER]: String(event.schemaVersion) };
+  return headers ? JSON.stringify(headers) : null;
 }

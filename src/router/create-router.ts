@@ -68,7 +68,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     batchesInHand: 0,
     subscribed: new Set(),
   };
-  const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed });
+  const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed, schemasDir: settings.schemasDir, readerSchemas: options.readerSchemas });
   const dlqs = createDlqTopics(rt);
   const subscription = createSubscription(rt, topicPattern, dlqs);
   let timers: NodeJS.Timeout[] = [];

@@ -1,7 +1,7 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { z } from 'zod';
-import type { Codec, EventMapShape } from '../codec';
+import type { Codec, EventMapShape, ReaderSchemas } from '../codec';
 import { isLocalStackDatabase, parse, type OutboxConfig } from '../config';
 import { ROUTER_SETTING_KEYS, routerSettingsSchema, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../config/router-schema';
 import { OutboxError } from '../errors';
@@ -44,6 +44,11 @@ export interface RouterOptions<M extends EventMapShape = EventMapShape> extends 
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;
   codec?: Pick<Codec, 'decode'>;
+  /**
+   * Reader schemas (aggregate type → event type → Avro schema) that take precedence over `schemasDir`'s:
+   * Avro payloads are decoded with the consumer's schema, not only the writer's (docs/schemas.md).
+   */
+  readerSchemas?: ReaderSchemas;
   /** Optional zod schema per aggregate type and event type; a payload failing it is dead-lettered (PAYLOAD_INVALID). */
   payloadSchemas?: PayloadSchemas;
   /** An existing pool (not ended by stop()); by default the router opens and closes its own. */
@@ -78,10 +83,11 @@ export interface ResolvedSettings {
   handlerTimeoutMs: number;
   topicRefreshMs: number;
   parkKeys: boolean;
+  schemasDir?: string;
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */
-const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
+const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'readerSchemas', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
 
 /**
  * `config.router`'s settings, each overridden by the one given to createRouter; keys that are neither

@@ -1,8 +1,9 @@
 import type { KafkaMessage } from 'kafkajs';
+import type { ZodType } from 'zod';
 import { isOutboxError, OutboxError } from '../errors';
 import { parse } from '../config/parse';
-import { HEADER, headerText, parseRecordHeaders, type RecordHeaders } from '../envelope';
-import { messageOf, REPLAY_HEADER, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
+import { HEADER, headerText, parseRecordHeaders, SCHEMA_VERSION_HEADER, type RecordHeaders } from '../envelope';
+import { messageOf, REPLAY_HEADER, type PayloadSchema, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
 import type { RoutedEvent } from './types';
 
 /**
@@ -37,7 +38,8 @@ export async function prepareRecord(topic: string, partition: number, message: K
   let payload: unknown;
   for (let wait = 1; ; wait++) {
     try {
-      payload = await deps.codec.decode(message.value as Buffer, headers.contentType);
+      // The consumer's reader schema when the codec has one (Avro schema resolution), else the writer's.
+      payload = await deps.codec.decode(message.value as Buffer, headers.contentType, { reader: { aggregateType, eventType: headers.eventType } });
       break;
     } catch (error) {
       if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error), headers.id);
@@ -45,11 +47,12 @@ export async function prepareRecord(topic: string, partition: number, message: K
     }
   }
 
-  const schema = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
-  if (schema) {
+  const declared = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
+  if (declared) {
     try {
+      const { schema, label } = payloadSchemaFor(declared, headers.extra, `${aggregateType}.${headers.eventType}`);
       // Values hidden: the message goes into the dead letter's headers, and payloads are business data.
-      payload = parse(schema, payload, { heading: `The ${aggregateType}.${headers.eventType} payload fails its schema`, code: 'PAYLOAD_INVALID', root: '(payload)', hideValues: true, maxProblems: 10 });
+      payload = parse(schema, payload, { heading: `The ${label} payload fails its schema`, code: 'PAYLOAD_INVALID', root: '(payload)', hideValues: true, maxProblems: 10 });
     } catch (error) {
       return deadLetter({ code: 'PAYLOAD_INVALID', message: (error as Error).message, attempts: 1 }, headers.id);
     }
@@ -74,6 +77,23 @@ export function blocksLane(topic: string, message: KafkaMessage, deps: RouterDep
   if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
   const eventType = headerText(message.headers, HEADER.eventType);
   return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
+}
+
+/** The zod schema for this event: the only one, or the version its `schemaVersion` header names (the lowest without one). */
+function payloadSchemaFor(declared: PayloadSchema, extra: Readonly<Record<string, string>>, name: string): { schema: ZodType; label: string } {
+  if (!('versions' in declared) || typeof (declared as { safeParse?: unknown }).safeParse === 'function') return { schema: declared as ZodType, label: name };
+  const versions = declared.versions;
+  const known = Object.keys(versions).sort((a, b) => Number(a) - Number(b) || a.localeCompare(b));
+  const version = extra[SCHEMA_VERSION_HEADER] ?? known[0];
+  const schema = version !== undefined && Object.hasOwn(versions, version) ? versions[version] : undefined;
+  if (!schema) {
+    throw new OutboxError(
+      'PAYLOAD_INVALID',
+      `The ${name} payload says ${SCHEMA_VERSION_HEADER} ${JSON.stringify(version)}, but payloadSchemas.${name}.versions has ${known.length ? known.join(', ') : 'none'}. ` +
+        'Add that version to payloadSchemas (deploy consumers before producers write it), then replay the dead letter.',
+    );
+  }
+  return { schema, label: `${name} (schema version ${version})` };
 }
 
 function failureOf(error: unknown): Failure {

@@ -9,8 +9,14 @@ import type { ParkedKeys } from './parked';
 import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import type { EventTypeHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
 
-/** aggregate type → event type → a zod schema of the decoded payload. */
-export type PayloadSchemas = Readonly<Record<string, Readonly<Record<string, ZodType>>>>;
+/**
+ * A zod schema of a decoded payload, or one per schema version: a JSON event picks its version by the
+ * `schemaVersion` entry of its headers (writeEvent's `schemaVersion` option); without one, the lowest.
+ */
+export type PayloadSchema = ZodType | { readonly versions: Readonly<Record<string | number, ZodType>> };
+
+/** aggregate type → event type → the payload's zod schema, or one per schema version. */
+export type PayloadSchemas = Readonly<Record<string, Readonly<Record<string, PayloadSchema>>>>;
 
 export type Outcome = 'applied' | 'duplicate' | 'dead-lettered' | 'skipped' | 'aborted';
 

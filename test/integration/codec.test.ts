@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import axios from 'axios';
 import type { AddressInfo } from 'node:net';
 import { AVRO_CONTENT_TYPE, checkSchemas, createCodec, createRegistryConnection, frameConfluent, registerSchemas, type TopicFor } from '../../src/codec';
 import { parseAvroType } from '../../src/codec/logical-types';
@@ -81,6 +82,29 @@ describe('codec against the real registry (Apicurio ccompat)', () => {
 
     const v3 = tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'web' }] } });
     expect((await checkSchemas({ registry }, { topicFor, schemasDir: v3 })).results[0]).toMatchObject({ status: 'compatible', registryCompatible: true });
+  });
+
+  it('checkSchemas under FORWARD_TRANSITIVE compares with every registered version, read from the registry', async () => {
+    const topicFor = uniqueTopics();
+    const json = orderCreatedJson();
+    const subject = `${topicFor('order')}-dev.outboxrouter.order.OrderCreated`;
+    const register = (schema: unknown) => registerSchemas({ registry }, { topicFor, schemasDir: tempSchemas({ 'order/OrderCreated': schema }) });
+    await register(json);
+    const set = await axios.put(`${registry.url}/config/${encodeURIComponent(subject)}`, { compatibility: 'FORWARD_TRANSITIVE' }, { headers: { 'Content-Type': 'application/vnd.schemaregistry.v1+json' } });
+    expect(set.status).toBe(200);
+    // Version 2 adds `channel` as a string, version 3 drops it again and adds an optional `note`.
+    await register({ ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'web' }] });
+    await register({ ...json, fields: [...json.fields, { name: 'note', type: ['null', 'string'], default: null }] });
+    const versions = await createRegistryConnection(registry).versions(subject);
+    expect(versions.map((v) => v.version)).toEqual([1, 2, 3]);
+    expect(JSON.parse(versions[1]!.schema).fields.map((f: { name: string }) => f.name)).toContain('channel');
+
+    // An int `channel` is fine for version 3 alone, not for version 2, which reads it as a string.
+    const proposal = tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'int', default: 0 }] } });
+    const result = (await checkSchemas({ registry }, { topicFor, schemasDir: proposal })).results[0];
+    expect(result).toMatchObject({ status: 'incompatible', level: 'FORWARD_TRANSITIVE', registeredVersion: 3 });
+    expect(result?.issues.map((i) => i.path)).toEqual(['OrderCreated.channel']);
+    expect(result?.issues[0]?.problem).toContain('(against version 2)');
   });
 
   it('decodes garbage, a wrong magic byte and a cut header as DECODE_FAILED (not retriable)', async () => {

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { flagOverrides, loadCommandConfig } from '../../../src/cli/config-option';
 import { RELAY_FLAGS } from '../../../src/cli/relay-command';
@@ -97,5 +100,15 @@ describe('outbox router: flags refused before anything connects', () => {
     expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toBe(
       'outbox: The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).\n(error code HANDLERS_INVALID; see docs/errors.md)\n',
     );
+  });
+
+  it('--schemas is router.schemasDir, resolved; a folder without .avsc files stops the router before it connects (SCHEMAS_NOT_FOUND)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'router-cli-'));
+    expect(loadCommandConfig(routerArgs(['--schemas', 'rel/schemas']), ROUTER_FLAGS).config.router.schemasDir).toBe(resolve('rel/schemas'));
+    const handlers = join(dir, 'handlers.js');
+    writeFileSync(handlers, 'exports.default = { order: { OrderCreated: async () => {} } };\n');
+    await routerCommand().parseAsync(['--handlers', handlers, '--schemas', dir], { from: 'user' });
+    expect(process.exitCode).toBe(1);
+    expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toContain(`No Avro schemas in ${dir}`);
   });
 });

@@ -1,5 +1,5 @@
 /** src/codec/create-codec.ts against an in-memory registry: framing, ids, caching, decoding. */
-import { AVRO_CONTENT_TYPE, createCodec, frameConfluent, JSON_CONTENT_TYPE, unframeConfluent } from '../../../src/codec';
+import { AVRO_CONTENT_TYPE, createCodec, frameConfluent, JSON_CONTENT_TYPE, unframeConfluent, type ReaderSchemas } from '../../../src/codec';
 import type { PayloadEncoder } from '../../../src/producer';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 import { orderCreatedJson, tempSchemas } from './temp-schemas';
@@ -18,7 +18,7 @@ const order = () => ({
 
 describe('codec (fake registry)', () => {
   let registry: FakeRegistry;
-  const codec = (extra: { autoRegister?: boolean; schemasDir?: string } = {}) => createCodec({ registry: { url: 'http://unused' }, connection: registry, ...extra });
+  const codec = (extra: { autoRegister?: boolean; schemasDir?: string; readerSchemas?: ReaderSchemas } = {}) => createCodec({ registry: { url: 'http://unused' }, connection: registry, ...extra });
 
   beforeEach(() => {
     registry = fakeRegistry(41);
@@ -158,7 +158,44 @@ describe('codec (fake registry)', () => {
     const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
     const reader = codec({ schemasDir: tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'string' }] } }) });
     const error = await rejection(reader.decode(bytes, AVRO_CONTENT_TYPE, { reader: { aggregateType: 'order', eventType: 'OrderCreated' } }));
-    expect(error.code).toBe('DECODE_FAILED');
-    expect(error.message).toContain('cannot be read with');
+    expect([error.code, error.retriable]).toEqual(['SCHEMA_INCOMPATIBLE', false]);
+    // Both schemas and the way out.
+    expect(error.message).toContain('schema id 41 (dev.outboxrouter.order.OrderCreated) cannot be read with the reader schema');
+    expect(error.message).toContain('OrderCreated.avsc');
+    expect(error.message).toContain('outbox dlq:replay');
+  });
+
+  const asReader = { reader: { aggregateType: 'order', eventType: 'OrderCreated' } };
+
+  it('drops a field the reader schema removed, and keeps the rest', async () => {
+    const json = orderCreatedJson();
+    const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const withoutCustomer = { ...json, fields: json.fields.filter((f) => f.name !== 'customerId') };
+    const read = (await codec({ schemasDir: tempSchemas({ 'order/OrderCreated': withoutCustomer }) }).decode(bytes, AVRO_CONTENT_TYPE, asReader)) as Record<string, unknown>;
+    expect(read).not.toHaveProperty('customerId');
+    const { customerId: _dropped, ...rest } = order();
+    expect(read).toEqual(rest);
+  });
+
+  it('reads with the writer schema when the reader has no schema for the event type', async () => {
+    const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const none = codec({ schemasDir: tempSchemas({ 'order/OrderCancelled': JSON.parse(JSON.stringify(codec().schemas.get('order', 'OrderCancelled').type.schema())) }) });
+    expect(await none.decode(bytes, AVRO_CONTENT_TYPE, asReader)).toEqual(order());
+  });
+
+  it('readerSchemas (e.g. a handlers module\'s `schemas` export) take precedence over the schemas folder', async () => {
+    const json = orderCreatedJson();
+    const bytes = await codec({ autoRegister: true }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE);
+    const v2 = { ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'shop' }] };
+    const fromMap = codec({ readerSchemas: { order: { OrderCreated: v2 } } });
+    expect(await fromMap.decode(bytes, AVRO_CONTENT_TYPE, asReader)).toEqual({ ...order(), channel: 'shop' });
+    // The schema's text works too.
+    const fromText = codec({ readerSchemas: { order: { OrderCreated: JSON.stringify(v2) } } });
+    expect(await fromText.decode(bytes, AVRO_CONTENT_TYPE, asReader)).toEqual({ ...order(), channel: 'shop' });
+  });
+
+  it('refuses a reader schema that is not an Avro record when the codec is created, naming where it is declared', () => {
+    expect(() => codec({ readerSchemas: { order: { OrderCreated: { type: 'record', name: 'X', fields: [{ name: 'a', type: 'nope' }] } } } })).toThrow(/readerSchemas\.order\.OrderCreated is not a valid Avro schema/);
+    expect(() => codec({ readerSchemas: { order: { OrderCreated: 'string' } } })).toThrow(/readerSchemas\.order\.OrderCreated/);
   });
 });

@@ -4,7 +4,8 @@
  * The real codec over the fake registry; the router's pool and DLQ producer are stand-ins.
  */
 import type { KafkaMessage } from 'kafkajs';
-import { AVRO_CONTENT_TYPE, createCodec, frameConfluent } from '../../../src/codec';
+import { AVRO_CONTENT_TYPE, createCodec, frameConfluent, type ReaderSchemas } from '../../../src/codec';
+import { orderCreatedJson } from './temp-schemas';
 
 import { fakeDeps, routeOne } from '../router/fake-deps';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
@@ -13,8 +14,8 @@ const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
 const order = { orderId: 'o-1', customerId: 'c-7', currency: 'EUR', totalCents: 1999, lines: [], placedAt: new Date('2026-11-30T12:00:00.000Z') };
 
 
-function route(registry: FakeRegistry) {
-  const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry });
+function route(registry: FakeRegistry, readerSchemas?: ReaderSchemas) {
+  const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry, readerSchemas });
   const applied: unknown[] = [];
   const { d: deps, letters, stats } = fakeDeps({ handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } }, codec });
   const body = codec.schemas.get('order', 'OrderCreated').type.toBuffer(order);
@@ -70,5 +71,31 @@ describe('a registry problem seen by the router', () => {
     expect(await run(41, Buffer.from([0x02]))).toBe('dead-lettered');
     expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'DECODE_FAILED' });
     expect(stats.infrastructureRetries).toBe(0);
+  });
+});
+
+describe('schema evolution seen by the router: records are read with the consumer\'s schema', () => {
+  const v1 = orderCreatedJson();
+
+  it('a v1 record reaches a handler on the v2 schema with the added field\'s default, without the removed field', async () => {
+    const registry = fakeRegistry(41);
+    const v2 = { ...v1, fields: [...v1.fields.filter((f) => f.name !== 'customerId'), { name: 'channel', type: 'string', default: 'web' }] };
+    const { codec, run, applied, letters } = route(registry, { order: { OrderCreated: v2 } });
+    const id = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(id)).toBe('applied');
+    expect(letters).toEqual([]);
+    const { customerId: _removed, ...kept } = order;
+    expect(applied).toEqual([{ ...kept, channel: 'web' }]);
+  });
+
+  it('dead-letters with SCHEMA_INCOMPATIBLE when the consumer\'s schema cannot read the writer\'s (no wait, no retry)', async () => {
+    const registry = fakeRegistry(41);
+    const unreadable = { ...v1, fields: [...v1.fields, { name: 'channel', type: 'string' }] };
+    const { codec, run, letters, stats } = route(registry, { order: { OrderCreated: unreadable } });
+    const id = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(id)).toBe('dead-lettered');
+    expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'SCHEMA_INCOMPATIBLE' });
+    expect(String(letters[0]?.message.headers?.['x-error-message'])).toContain('readerSchemas.order.OrderCreated');
+    expect(stats).toMatchObject({ infrastructureRetries: 0, retries: 0 });
   });
 });

@@ -48,6 +48,10 @@ export function fakeRegistry(firstId = 41): FakeRegistry {
       const last = versions[versions.length - 1];
       return last ? { id: last.id, version: versions.length, schema: last.text } : undefined;
     },
+    async versions(subject) {
+      fake.calls.push(`versions ${subject}`);
+      return (fake.subjects.get(subject) ?? []).map((v, i) => ({ id: v.id, version: i + 1, schema: v.text }));
+    },
     async compatibilityLevel(subject) {
       return fake.subjects.has(subject) ? fake.level : undefined;
     },

@@ -85,4 +85,26 @@ describe('checkSchemas', () => {
     connection.level = 'NONE';
     expect((await checkSchemas(config, { connection, schemasDir: dir })).results[0]?.status).toBe('compatible');
   });
+
+  it('checks a *_TRANSITIVE level against every registered version, the others against the latest only', async () => {
+    const connection = fakeRegistry();
+    const json = orderCreatedJson();
+    // Version 1 has no `channel`, version 2 adds it as a string, version 3 drops it again.
+    const versions = [json, { ...json, fields: [...json.fields, { name: 'channel', type: 'string', default: 'web' }] }, { ...json, doc: 'v3' }];
+    for (const v of versions) await registerSchemas(config, { connection, schemasDir: tempSchemas({ 'order/OrderCreated': v }) });
+    expect(connection.subjects.get(created)).toHaveLength(3);
+
+    // Adding `channel` as an int is fine against version 3 alone, not against version 2's string.
+    const proposal = tempSchemas({ 'order/OrderCreated': { ...json, fields: [...json.fields, { name: 'channel', type: 'int', default: 0 }] } });
+    connection.level = 'FORWARD';
+    expect((await checkSchemas(config, { connection, schemasDir: proposal })).results[0]?.status).toBe('compatible');
+    connection.level = 'FORWARD_TRANSITIVE';
+    const transitive = (await checkSchemas(config, { connection, schemasDir: proposal })).results[0];
+    expect(transitive?.status).toBe('incompatible');
+    expect(transitive?.issues.map((i) => `${i.path}: ${i.problem}`)).toEqual([expect.stringMatching(/^OrderCreated\.channel: .*\(against version 2\)$/)]);
+    connection.level = 'BACKWARD_TRANSITIVE';
+    expect((await checkSchemas(config, { connection, schemasDir: proposal })).results[0]?.issues.map((i) => i.path)).toEqual(['OrderCreated.channel']);
+    connection.level = 'BACKWARD';
+    expect((await checkSchemas(config, { connection, schemasDir: proposal })).results[0]?.status).toBe('compatible');
+  });
 });

@@ -67,6 +67,18 @@ describe('transaction status', () => {
 });
 
 describe("inside a transaction ('T')", () => {
+  it('writes schemaVersion into the headers column, beside the event\'s own headers', async () => {
+    const client = fakeClient('T');
+    const encoder = fakeEncoder(() => Buffer.from([1]));
+    const w = writer({}, {}, encoder.codec);
+    await w.writeEvent(client.asClient, { ...event(1, { headers: { tenant: 'acme' } }), schemaVersion: 2 });
+    await w.writeEvent(client.asClient, { ...event(2), schemaVersion: '3' });
+    const headersOf = (call: number) => JSON.parse((client.query.mock.calls[call] as [string, unknown[]])[1][7] as string);
+    expect(headersOf(0)).toEqual({ tenant: 'acme', schemaVersion: '2' });
+    expect(headersOf(1)).toEqual({ schemaVersion: '3' });
+    await expect(w.writeEvent(client.asClient, { ...event(3), schemaVersion: 0 })).rejects.toMatchObject({ code: 'EVENT_INVALID' });
+  });
+
   it('issues one INSERT of 8 parameters into the escaped table, with the encoded payload', async () => {
     const client = fakeClient('T');
     const encoder = fakeEncoder(() => Buffer.from([1, 2, 3]));
