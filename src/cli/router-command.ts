@@ -48,6 +48,9 @@ export const ROUTER_FLAGS: readonly FlagSetting[] = [
   { flag: '--dlq-retention-ms', path: 'router.dlqRetentionMs', parse: retentionMs },
   { flag: '--dlq-replication-factor', path: 'router.dlqReplicationFactor', parse: wholeNumber(1) },
   { flag: '--handler-timeout-ms', path: 'router.handlerTimeoutMs', parse: wholeNumber(0) },
+  { flag: '--inbox-retention-ms', path: 'router.inboxRetentionMs', parse: wholeNumber(0) },
+  { flag: '--dlq-replay-horizon-ms', path: 'router.dlqReplayHorizonMs', parse: wholeNumber(0) },
+  { flag: '--allow-short-inbox-retention', path: 'router.allowShortInboxRetention' },
 ];
 
 function routerOptions(command: Command): Command {
@@ -68,7 +71,10 @@ function routerOptions(command: Command): Command {
     .addOption(new Option('--unknown-event-type-for <aggregateType=action>', 'the same for one aggregate type (repeatable) (router.unknownEventTypes)').argParser(unknownEventTypeFor))
     .option('--dlq-retention-ms <ms>', `retention.ms of the dead-letter topics the router creates, -1 for forever ${defaultOf('router.dlqRetentionMs')}`)
     .option('--dlq-replication-factor <n>', `replication factor of the dead-letter topics the router creates ${defaultOf('router.dlqReplicationFactor')}`)
-    .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`);
+    .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`)
+    .option('--inbox-retention-ms <ms>', `prune this consumer's inbox rows older than this, 0 for never; refused below the safe minimum (docs/operations.md) ${defaultOf('router.inboxRetentionMs')}`)
+    .option('--dlq-replay-horizon-ms <ms>', `how long after an event was applied its dead letter may still be replayed with dlq:replay --all ${defaultOf('router.dlqReplayHorizonMs')}`)
+    .option('--allow-short-inbox-retention', `start with --inbox-retention-ms below the safe minimum ${defaultOf('router.allowShortInboxRetention')}`);
 }
 
 export function routerCommand(): Command {

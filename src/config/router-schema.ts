@@ -61,6 +61,21 @@ export const routerSettingsSchema = z
     topicRefreshMs: z.number().int().min(0).default(10_000),
     /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
     parkKeys: z.boolean().default(true),
+    /**
+     * Inbox rows of this consumer older than this are deleted (docs/operations.md, "Inbox retention"). 0:
+     * never. At least the source topics' retention.ms + segment.ms plus dlqReplayHorizonMs, checked at start.
+     */
+    inboxRetentionMs: z.number().int().min(0).default(30 * 24 * 60 * 60 * 1000),
+    /** How long after an event was applied its dead letter may still be replayed with `dlq:replay --all` (part of the safe minimum). */
+    dlqReplayHorizonMs: z.number().int().min(0).default(7 * 24 * 60 * 60 * 1000),
+    /** Start even when inboxRetentionMs is below the safe minimum (a redelivery older than it is applied twice). */
+    allowShortInboxRetention: z.boolean().default(false),
+    /** How often the router prunes its inbox (one run deletes in batches until none is left or the run's cap). */
+    inboxPruneIntervalMs: z.number().int().min(1_000).default(60_000),
+    /** Inbox rows per DELETE statement, so a prune never holds many locks or one long transaction. */
+    inboxPruneBatchSize: z.number().int().min(1).max(100_000).default(5_000),
+    /** How often the parked-key gauges are read (one grouped query). 0: never. */
+    parkedMetricsIntervalMs: z.number().int().min(0).default(30_000),
   })
   .strict();
 
@@ -102,4 +117,10 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_POOL_SIZE', path: ['router', 'poolSize'], type: 'number' },
   { env: 'OUTBOX_ROUTER_METRICS_PORT', path: ['router', 'metricsPort'], type: 'number' },
   { env: 'OUTBOX_ROUTER_METRICS_HOST', path: ['router', 'metricsHost'] },
+  { env: 'OUTBOX_ROUTER_INBOX_RETENTION_MS', path: ['router', 'inboxRetentionMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_DLQ_REPLAY_HORIZON_MS', path: ['router', 'dlqReplayHorizonMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_ALLOW_SHORT_INBOX_RETENTION', path: ['router', 'allowShortInboxRetention'], type: 'boolean' },
+  { env: 'OUTBOX_ROUTER_INBOX_PRUNE_INTERVAL_MS', path: ['router', 'inboxPruneIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_INBOX_PRUNE_BATCH_SIZE', path: ['router', 'inboxPruneBatchSize'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_PARKED_METRICS_INTERVAL_MS', path: ['router', 'parkedMetricsIntervalMs'], type: 'number' },
 ];

@@ -77,6 +77,12 @@ export interface ResolvedSettings {
   handlerTimeoutMs: number;
   topicRefreshMs: number;
   parkKeys: boolean;
+  inboxRetentionMs: number;
+  dlqReplayHorizonMs: number;
+  allowShortInboxRetention: boolean;
+  inboxPruneIntervalMs: number;
+  inboxPruneBatchSize: number;
+  parkedMetricsIntervalMs: number;
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */
