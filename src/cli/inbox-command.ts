@@ -7,6 +7,7 @@ import { assertInboxRetention, inboxRowsEstimate, pruneInbox, topicRetentions } 
 import { repeatUntilAborted } from '../service';
 import { topicNames } from '../topics';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { topicsPattern } from './router-command';
 import { action, formatMs, loggerFor } from './run-command';
 
 /** inbox:prune's flags and the router settings they set (the same settings the router prunes with). */
@@ -49,7 +50,7 @@ export function inboxPruneCommand(): Command {
         }
         // The same refusal as the router's start: the routed topics as they are now.
         const names = topicNames(config.connector.topicReplacement);
-        const routed = settings.topics === undefined ? names.pattern : new RegExp(settings.topics);
+        const routed = settings.topics === undefined ? names.pattern : topicsPattern(settings.topics);
         const admin = createKafka(config, { role: 'inbox-prune', logger: log }).admin();
         await admin.connect();
         try {

@@ -7,7 +7,7 @@ import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagS
 import { loadHandlers } from './load-handlers';
 import { action, loggerFor } from './run-command';
 
-function topicsPattern(source: string): RegExp {
+export function topicsPattern(source: string): RegExp {
   try {
     return new RegExp(source);
   } catch (error) {

@@ -86,7 +86,19 @@ export function createRouter(options: RouterOptions): Router {
     await rt.admin.connect();
     const topics = await subscription.matchingTopics(true);
     // Before consuming: a window shorter than a redelivery can be old would apply events twice.
-    const retention = settings.inboxRetentionMs > 0 ? assertInboxRetention(settings.inboxRetentionMs, settings.dlqReplayHorizonMs, await topicRetentions(rt.admin, [...topics]), settings.allowShortInboxRetention) : undefined;
+    // Settings it cannot read (no DescribeConfigs right) leave those topics out, with a warning.
+    const retention =
+      settings.inboxRetentionMs > 0
+        ? assertInboxRetention(
+            settings.inboxRetentionMs,
+            settings.dlqReplayHorizonMs,
+            await topicRetentions(rt.admin, [...topics]).catch(() => [...topics].map((topic) => ({ topic, retentionMs: null, segmentMs: null }))),
+            settings.allowShortInboxRetention,
+          )
+        : undefined;
+    if (retention && retention.unknown.length > 0) {
+      logger.warn({ event: 'router.inbox-retention-unchecked', topics: retention.unknown }, 'router: retention.ms of these topics could not be read; the inbox retention window is not checked against them');
+    }
     await subscription.startConsumer(topics);
     housekeeping = runHousekeeping(rt, rt.pool, signal);
     // An idle stream brings no batch: what the last one resolved is still committed within the interval.
