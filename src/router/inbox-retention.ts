@@ -91,14 +91,15 @@ export function assertInboxRetention(retentionMs: number, horizonMs: number, top
 
 /**
  * One prune statement: at most $3 of the consumer's rows older than $2 ms, the oldest first (index of
- * migration 010), none whose event is parked for the consumer (see above). SKIP LOCKED: two replicas
- * pruning at once split the rows instead of waiting on each other. Deleted by primary key.
+ * migration 010), none whose event is parked for the consumer (see above). Deleted by primary key. No
+ * FOR UPDATE SKIP LOCKED: it needs UPDATE on the inbox, which the router role does not have; two
+ * replicas pruning at once wait at most one statement on each other's rows, then skip the ones gone.
  */
 export const pruneInboxSql = (inbox: string, parked: string): string =>
   `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id IN (` +
   `SELECT i.message_id FROM ${inbox} i WHERE i.consumer = $1 AND i.processed_at < now() - $2::float8 * interval '1 millisecond' ` +
   `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND lower(p.event_id) = i.message_id::text) ` +
-  'ORDER BY i.processed_at LIMIT $3 FOR UPDATE SKIP LOCKED)';
+  'ORDER BY i.processed_at LIMIT $3)';
 
 export interface PruneOptions {
   inboxTable: string;
