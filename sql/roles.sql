@@ -42,10 +42,11 @@ GRANT SELECT (id) ON ${outbox} TO ${appRole};
 -- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()).
 GRANT pg_monitor TO ${monitorRole};
 
--- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING), and parks,
--- lists and releases dead-lettered keys (dlq:replay, dlq:release), the serial column's sequence
--- included. Nothing on the outbox. The handlers' own tables are the user's to grant.
-GRANT SELECT, INSERT ON ${inbox} TO ${routerRole};
+-- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING) and prunes
+-- the rows past router.inboxRetentionMs (DELETE), and parks, lists and releases dead-lettered keys
+-- (dlq:replay, dlq:release), the serial column's sequence included. Nothing on the outbox. The
+-- handlers' own tables are the user's to grant.
+GRANT SELECT, INSERT, DELETE ON ${inbox} TO ${routerRole};
 GRANT SELECT, INSERT, DELETE ON ${parked} TO ${routerRole};
 GRANT USAGE ON SEQUENCE ${parkedSequence} TO ${routerRole};
 

@@ -6,6 +6,7 @@ import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
+import { inboxPruneCommand } from './inbox-command';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
@@ -33,6 +34,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   for (const command of connectorCommands()) program.addCommand(command);
   program.addCommand(routerCommand());
   for (const command of dlqCommands()) program.addCommand(command);
+  program.addCommand(inboxPruneCommand());
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());

@@ -9,7 +9,7 @@ import { loadHandlerModule } from './load-handlers';
 import { requireSchemas } from './schema-commands';
 import { action, loggerFor } from './run-command';
 
-function topicsPattern(source: string): RegExp {
+export function topicsPattern(source: string): RegExp {
   try {
     return new RegExp(source);
   } catch (error) {
@@ -51,6 +51,9 @@ export const ROUTER_FLAGS: readonly FlagSetting[] = [
   { flag: '--dlq-replication-factor', path: 'router.dlqReplicationFactor', parse: wholeNumber(1) },
   { flag: '--handler-timeout-ms', path: 'router.handlerTimeoutMs', parse: wholeNumber(0) },
   { flag: '--schemas', path: 'router.schemasDir', parse: (dir: string) => resolve(dir) },
+  { flag: '--inbox-retention-ms', path: 'router.inboxRetentionMs', parse: wholeNumber(0) },
+  { flag: '--dlq-replay-horizon-ms', path: 'router.dlqReplayHorizonMs', parse: wholeNumber(0) },
+  { flag: '--allow-short-inbox-retention', path: 'router.allowShortInboxRetention' },
 ];
 
 function routerOptions(command: Command): Command {
@@ -72,7 +75,10 @@ function routerOptions(command: Command): Command {
     .option('--dlq-retention-ms <ms>', `retention.ms of the dead-letter topics the router creates, -1 for forever ${defaultOf('router.dlqRetentionMs')}`)
     .option('--dlq-replication-factor <n>', `replication factor of the dead-letter topics the router creates ${defaultOf('router.dlqReplicationFactor')}`)
     .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`)
-    .option('--schemas <dir>', 'reader schemas, <aggregate_type>/<EventType>.avsc: Avro payloads are decoded with them (the handlers module\'s `schemas` export takes precedence) (router.schemasDir; default: none, Avro is then read with the writer\'s schema unless the handlers module exports `schemas`)');
+    .option('--schemas <dir>', 'reader schemas, <aggregate_type>/<EventType>.avsc: Avro payloads are decoded with them (the handlers module\'s `schemas` export takes precedence) (router.schemasDir; default: none, Avro is then read with the writer\'s schema unless the handlers module exports `schemas`)')
+    .option('--inbox-retention-ms <ms>', `prune this consumer's inbox rows older than this, 0 for never; refused below the safe minimum (docs/operations.md) ${defaultOf('router.inboxRetentionMs')}`)
+    .option('--dlq-replay-horizon-ms <ms>', `how long after an event was applied its dead letter may still be replayed with dlq:replay --all ${defaultOf('router.dlqReplayHorizonMs')}`)
+    .option('--allow-short-inbox-retention', `start with --inbox-retention-ms below the safe minimum ${defaultOf('router.allowShortInboxRetention')}`);
 }
 
 export function routerCommand(): Command {

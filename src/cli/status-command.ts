@@ -14,6 +14,8 @@ interface StatusFlags {
   topics?: string;
   dlqTopics?: string;
   parkedLimit?: string;
+  parkedWarnKeys?: string;
+  parkedWarnAgeMs?: string;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -74,6 +76,8 @@ export function statusCommand(): Command {
     .option('--topics <regex>', 'routed topics whose consumer groups are listed (default from connector.topicReplacement: ^outbox\\.event\\..+$)')
     .option('--dlq-topics <regex>', 'dead-letter topics whose depth and retention are shown (default ^outbox\\.dlq\\..+$)')
     .option('--parked-limit <keys>', `parked keys listed at most, the most events first; totals count all (default ${DEFAULT_PARKED_LIMIT})`)
+    .option('--parked-warn-keys <keys>', 'warn when more keys than this are parked (default 0: any parked key warns)')
+    .option('--parked-warn-age-ms <ms>', 'warn also when the oldest parked key was parked longer ago than this, whatever --parked-warn-keys says (default: no age rule)')
     .action(
       action(async (opts: StatusFlags, command: Command) => {
         const options = {
@@ -83,6 +87,8 @@ export function statusCommand(): Command {
           topics: regex('--topics', opts.topics),
           dlqTopics: regex('--dlq-topics', opts.dlqTopics),
           parkedLimit: wholeNumber('--parked-limit', opts.parkedLimit, 1, '20'),
+          parkedWarnKeys: wholeNumber('--parked-warn-keys', opts.parkedWarnKeys, 0, '10'),
+          parkedWarnAgeMs: wholeNumber('--parked-warn-age-ms', opts.parkedWarnAgeMs, 0, '3600000'),
           groups: opts.group,
         };
         const emptyGroup = opts.group.find((g) => !g.trim());

@@ -62,10 +62,26 @@ export const routerSettingsSchema = z
     /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
     parkKeys: z.boolean().default(true),
     /**
-     * The consumer's reader schemas, `<aggregate_type>/<EventType>.avsc` (default: the package's `schemas/`):
-     * Avro payloads are decoded with them, so older records gain the defaults of fields added since.
+     * The consumer's reader schemas, `<aggregate_type>/<EventType>.avsc`: Avro payloads are decoded with
+     * them, so older records gain the defaults of fields added since. No default: without it (or the
+     * handlers module's `schemas` export) Avro is read with the writer's schema.
      */
     schemasDir: z.string().min(1).optional(),
+    /**
+     * Inbox rows of this consumer older than this are deleted (docs/operations.md, "Inbox retention"). 0:
+     * never. At least the source topics' retention.ms + segment.ms plus dlqReplayHorizonMs, checked at start.
+     */
+    inboxRetentionMs: z.number().int().min(0).default(30 * 24 * 60 * 60 * 1000),
+    /** How long after an event was applied its dead letter may still be replayed with `dlq:replay --all` (part of the safe minimum). */
+    dlqReplayHorizonMs: z.number().int().min(0).default(7 * 24 * 60 * 60 * 1000),
+    /** Start even when inboxRetentionMs is below the safe minimum (a redelivery older than it is applied twice). */
+    allowShortInboxRetention: z.boolean().default(false),
+    /** How often the router prunes its inbox (one run deletes in batches until none is left or the run's cap). */
+    inboxPruneIntervalMs: z.number().int().min(1_000).default(60_000),
+    /** Inbox rows per DELETE statement, so a prune never holds many locks or one long transaction. */
+    inboxPruneBatchSize: z.number().int().min(1).max(100_000).default(5_000),
+    /** How often the parked-key gauges are read (one grouped query). 0: never. */
+    parkedMetricsIntervalMs: z.number().int().min(0).default(30_000),
   })
   .strict();
 
@@ -108,4 +124,10 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_METRICS_PORT', path: ['router', 'metricsPort'], type: 'number' },
   { env: 'OUTBOX_ROUTER_METRICS_HOST', path: ['router', 'metricsHost'] },
   { env: 'OUTBOX_ROUTER_SCHEMAS_DIR', path: ['router', 'schemasDir'] },
+  { env: 'OUTBOX_ROUTER_INBOX_RETENTION_MS', path: ['router', 'inboxRetentionMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_DLQ_REPLAY_HORIZON_MS', path: ['router', 'dlqReplayHorizonMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_ALLOW_SHORT_INBOX_RETENTION', path: ['router', 'allowShortInboxRetention'], type: 'boolean' },
+  { env: 'OUTBOX_ROUTER_INBOX_PRUNE_INTERVAL_MS', path: ['router', 'inboxPruneIntervalMs'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_INBOX_PRUNE_BATCH_SIZE', path: ['router', 'inboxPruneBatchSize'], type: 'number' },
+  { env: 'OUTBOX_ROUTER_PARKED_METRICS_INTERVAL_MS', path: ['router', 'parkedMetricsIntervalMs'], type: 'number' },
 ];

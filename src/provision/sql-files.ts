@@ -114,6 +114,7 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outboxPublishedIndex: escapeIdentifier(derivedName(outbox.table, '_published_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
+    inboxProcessedIndex: escapeIdentifier(derivedName(outbox.inboxTable, '_processed_idx')),
     parkedSequence: qualified(outbox.schema, pgObjectName(parkedTableName(outbox.inboxTable), 'seq', 'seq')),
     outboxAggregateTypeCheck: escapeIdentifier(pgObjectName(outbox.table, 'aggregate_type', 'check')),
     heartbeat: qualified(outbox.schema, outbox.heartbeatTable),

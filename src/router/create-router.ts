@@ -6,6 +6,8 @@ import { createLogger } from '../log';
 import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
 import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
+import { runHousekeeping } from './housekeeping';
+import { assertInboxRetention, topicRetentions } from './inbox-retention';
 import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
@@ -72,8 +74,9 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   const dlqs = createDlqTopics(rt);
   const subscription = createSubscription(rt, topicPattern, dlqs);
   let timers: NodeJS.Timeout[] = [];
+  let housekeeping: Promise<void>[] = [];
 
-  async function start(): Promise<void> {
+  async function start(signal: AbortSignal): Promise<void> {
     rt.pool = options.pool ?? createPool(options.config.database, { application_name: `outbox-router:${settings.consumer}`, max: settings.poolSize }, (error) => logger.warn({ err: error.message }, 'router.db-idle-error'));
     rt.deps = routerDeps(rt, rt.pool, codec, dlqs);
     // Not idempotent (kafkajs wants endless retries for that): a rare duplicate dead letter is harmless,
@@ -83,15 +86,32 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     rt.admin = rt.kafka.admin();
     await rt.producer.connect();
     await rt.admin.connect();
-    await subscription.startConsumer(await subscription.matchingTopics(true));
+    const topics = await subscription.matchingTopics(true);
+    // Before consuming: a window shorter than a redelivery can be old would apply events twice.
+    // Settings it cannot read (no DescribeConfigs right) leave those topics out, with a warning.
+    const retention =
+      settings.inboxRetentionMs > 0
+        ? assertInboxRetention(
+            settings.inboxRetentionMs,
+            settings.dlqReplayHorizonMs,
+            await topicRetentions(rt.admin, [...topics]).catch(() => [...topics].map((topic) => ({ topic, retentionMs: null, segmentMs: null }))),
+            settings.allowShortInboxRetention,
+          )
+        : undefined;
+    if (retention && retention.unknown.length > 0) {
+      logger.warn({ event: 'router.inbox-retention-unchecked', topics: retention.unknown }, 'router: retention.ms of these topics could not be read; the inbox retention window is not checked against them');
+    }
+    await subscription.startConsumer(topics);
+    housekeeping = runHousekeeping(rt, rt.pool, signal);
     // An idle stream brings no batch: what the last one resolved is still committed within the interval.
     timers = [setInterval(() => void commitOffsets(rt, false), COMMIT_INTERVAL_MS)];
     if (settings.topicRefreshMs > 0) timers.push(setInterval(() => void subscription.refreshTopics(), settings.topicRefreshMs));
     for (const timer of timers) timer.unref();
     const unknown = [settings.unknownEventType, ...Object.entries(settings.unknownEventTypes).map(([t, p]) => `${t}: ${p}`)].join(', ');
-    const { consumer, groupId, unknownEventType, unknownEventTypes, dlqRetentionMs } = settings;
+    const { consumer, groupId, unknownEventType, unknownEventTypes, dlqRetentionMs, inboxRetentionMs } = settings;
+    const inboxRetentionMinimumMs = retention && Number.isFinite(retention.minimumMs) ? retention.minimumMs : undefined;
     logger.info(
-      { event: 'router.started', consumer, groupId, topics: [...rt.subscribed], unknownEventType, unknownEventTypes, dlqRetentionMs },
+      { event: 'router.started', consumer, groupId, topics: [...rt.subscribed], unknownEventType, unknownEventTypes, dlqRetentionMs, inboxRetentionMs, inboxRetentionMinimumMs },
       `router.started (event types without a handler: ${unknown})`,
     );
   }
@@ -100,6 +120,9 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     for (const timer of timers) clearInterval(timer);
     timers = [];
     await subscription.idle();
+    // The signal aborted when stop began: the prune stops after its statement in hand.
+    await Promise.all(housekeeping);
+    housekeeping = [];
     // kafkajs's disconnect waits for the batch in hand, commits resolved offsets and leaves the group.
     await rt.consumer?.disconnect().catch((e: Error) => logger.warn({ error: e.message }, 'router.stop: consumer disconnect failed'));
     await rt.producer?.disconnect().catch(() => {});

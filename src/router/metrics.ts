@@ -29,6 +29,13 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   const lag = new Gauge({ name: 'outbox_router_consumer_lag', help: 'Records behind the high watermark after the last batch, per topic and partition.', labelNames: ['topic', 'partition'], registers });
   const blocked = new Gauge({ name: 'outbox_router_blocked_records', help: "Records past maxAttempts held under the 'block' policy (their partitions wait).", labelNames: ['topic'], registers });
   const splits = new Counter({ name: 'outbox_router_chunk_splits_total', help: 'Multi-record inbox transactions that failed and were retried one record per transaction.', labelNames: ['topic'], registers });
+  const pruned = new Counter({ name: 'outbox_router_inbox_pruned_total', help: 'Inbox rows deleted past router.inboxRetentionMs.', registers });
+  const lastPrune = new Gauge({ name: 'outbox_router_inbox_last_prune_timestamp_seconds', help: 'When the last inbox prune run ended (Unix time).', registers });
+  const pruneSeconds = new Gauge({ name: 'outbox_router_inbox_last_prune_duration_seconds', help: 'How long the last inbox prune run took.', registers });
+  const inboxRows = new Gauge({ name: 'outbox_router_inbox_rows_estimate', help: "The inbox's row count as the planner estimates it (pg_class.reltuples), every consumer's rows.", registers });
+  const parkedKeys = new Gauge({ name: 'outbox_router_parked_keys', help: "This consumer's parked keys (their events go to the DLQ until replayed or released), by aggregate type.", labelNames: ['aggregate_type'], registers });
+  const parkedEvents = new Gauge({ name: 'outbox_router_parked_events', help: "This consumer's parked events (rows of the parked-keys table), by aggregate type.", labelNames: ['aggregate_type'], registers });
+  const parkedOldest = new Gauge({ name: 'outbox_router_parked_oldest_seconds', help: "Age of this consumer's longest-parked event, by aggregate type.", labelNames: ['aggregate_type'], registers });
   return {
     registry,
     onEvent(name, data) {
@@ -51,6 +58,19 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
         splits.inc({ topic });
       } else if (name === 'router.retry') {
         retries.inc({ topic });
+      } else if (name === 'router.inbox-pruned') {
+        pruned.inc(Number(data.deleted ?? 0));
+        lastPrune.set(Date.now() / 1000);
+        pruneSeconds.set(Number(data.ms ?? 0) / 1000);
+        inboxRows.set(Number(data.rows ?? 0));
+      } else if (name === 'router.parked') {
+        // Types no longer parked drop out rather than keep their last value.
+        for (const gauge of [parkedKeys, parkedEvents, parkedOldest]) gauge.reset();
+        for (const t of (data.types ?? []) as Array<{ aggregateType: string; keys: number; events: number; oldestSeconds: number }>) {
+          parkedKeys.set({ aggregate_type: t.aggregateType }, t.keys);
+          parkedEvents.set({ aggregate_type: t.aggregateType }, t.events);
+          parkedOldest.set({ aggregate_type: t.aggregateType }, t.oldestSeconds);
+        }
       } else if (name === 'router.wait') {
         waits.inc({ code: String(data.code ?? 'unknown') });
       }

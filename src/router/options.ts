@@ -84,6 +84,12 @@ export interface ResolvedSettings {
   topicRefreshMs: number;
   parkKeys: boolean;
   schemasDir?: string;
+  inboxRetentionMs: number;
+  dlqReplayHorizonMs: number;
+  allowShortInboxRetention: boolean;
+  inboxPruneIntervalMs: number;
+  inboxPruneBatchSize: number;
+  parkedMetricsIntervalMs: number;
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */

@@ -13,4 +13,5 @@ export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
   'router.topics-changed': 'info',
   'router.group-join': 'info',
   'router.revoked': 'info',
+  'router.housekeeping-failed': 'warn',
 };

@@ -84,5 +84,11 @@ export type RouterEventName =
   /** The consumer joined its group (kafkajs GROUP_JOIN) with `assignment`: a hook for per-assignment state. */
   | 'router.group-join'
   /** A heartbeat during a batch found the group rebalancing: the batch stops, its partition is no longer ours. */
-  | 'router.revoked';
+  | 'router.revoked'
+  /** One inbox prune run: rows deleted, statements, duration, and the inbox's estimated row count after it. */
+  | 'router.inbox-pruned'
+  /** A housekeeping task (prune, parked gauges) failed; it runs again at its next interval. */
+  | 'router.housekeeping-failed'
+  /** The consumer's parked keys, events and the oldest one's age, read every parkedMetricsIntervalMs. */
+  | 'router.parked';
 export type RouterEventListener = (name: RouterEventName, data: Record<string, unknown>) => void;

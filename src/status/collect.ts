@@ -36,6 +36,10 @@ export interface StatusOptions {
   dlqTopics?: RegExp;
   /** Parked keys listed at most (the most events first); the totals count them all. Default 10. */
   parkedLimit?: number;
+  /** Parked keys are a warning when more than this many are parked; default 0 (any). */
+  parkedWarnKeys?: number;
+  /** …or when the oldest was parked longer ago than this (ms); default: no age rule. */
+  parkedWarnAgeMs?: number;
   logger?: Logger;
 }
 
@@ -101,7 +105,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
     ]);
-    const options_ = { timeoutMs, parkedLimit, lagWarn, groups, groupsGiven };
+    const options_ = { timeoutMs, parkedLimit, lagWarn, parkedWarnKeys: options.parkedWarnKeys ?? 0, parkedWarnAgeMs: options.parkedWarnAgeMs ?? null, groups, groupsGiven };
     const sections = { stack, connector, slots, consumerGroups, dlq, parked, watchdog };
     if (connector.ok) connector.url = maskUrl(connector.url);
     // The deployed connector's own slot.name wins over the configured one (as in connector:status).

@@ -18,7 +18,8 @@ SELECT consumer, aggregate_type, aggregate_id,
        min(parked_at)                              AS since,
        count(*) OVER ()                            AS total_keys,
        sum(count(*)) OVER ()                       AS total_events,
-       min(min(parked_at)) OVER ()                 AS oldest
+       min(min(parked_at)) OVER ()                 AS oldest,
+       (EXTRACT(EPOCH FROM now() - min(min(parked_at)) OVER ()) * 1000)::float8 AS oldest_age_ms
   FROM ${table}
  GROUP BY consumer, aggregate_type, aggregate_id
  ORDER BY events DESC, since, consumer, aggregate_type, aggregate_id
@@ -30,7 +31,7 @@ const NOT_PROVISIONED = new Set(['42P01', '3F000']);
 export async function readParked(config: OutboxConfig, timeoutMs: number, limit = DEFAULT_PARKED_LIMIT): Promise<ParkedData> {
   const table = qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
   const settings = clientConfig(config.database, { application_name: 'outbox-router status', connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs });
-  const empty = { table, totalKeys: 0, totalEvents: 0, oldestSince: null, limit, keys: [] as ParkedKey[] };
+  const empty = { table, totalKeys: 0, totalEvents: 0, oldestSince: null, oldestAgeMs: null, limit, keys: [] as ParkedKey[] };
   try {
     const rows = await withClient(settings, async (client) => {
       const result = await client.query<{
@@ -44,6 +45,7 @@ export async function readParked(config: OutboxConfig, timeoutMs: number, limit 
         total_keys: string;
         total_events: string;
         oldest: Date;
+        oldest_age_ms: number;
       }>(parkedSql(table), [limit]);
       return result.rows;
     });
@@ -53,6 +55,7 @@ export async function readParked(config: OutboxConfig, timeoutMs: number, limit 
       totalKeys: Number(rows[0]?.total_keys ?? 0),
       totalEvents: Number(rows[0]?.total_events ?? 0),
       oldestSince: rows[0] ? rows[0].oldest.toISOString() : null,
+      oldestAgeMs: rows[0] ? Math.max(0, Math.round(rows[0].oldest_age_ms)) : null,
       keys: rows.map((r) => ({
         consumer: r.consumer,
         aggregateType: r.aggregate_type,

@@ -147,6 +147,8 @@ export interface ParkedData {
   totalEvents: number;
   /** When the longest-parked key was parked, over every key (ISO 8601); null when none is. */
   oldestSince: string | null;
+  /** How long ago that was by the database's clock (ms); null when none is parked. */
+  oldestAgeMs: number | null;
   /** At most this many keys are listed, the most events first (--parked-limit). */
   limit: number;
   keys: ParkedKey[];
@@ -172,6 +174,10 @@ export interface StatusReport {
     /** How many parked keys are listed at most. */
     parkedLimit: number;
     lagWarn: number;
+    /** Parked keys are a warning when there are more than this many (--parked-warn-keys; 0: any). */
+    parkedWarnKeys: number;
+    /** …or when the oldest was parked longer ago than this (--parked-warn-age-ms); null: no age rule. */
+    parkedWarnAgeMs: number | null;
     groups: string[];
     /** Whether --group named the groups (a missing named group is a warning) or the default was used. */
     groupsGiven: boolean;

@@ -3,7 +3,7 @@ import type { Level, StatusReport, Verdict } from './types';
 
 /** What the verdict is computed from: the sections and the thresholds, not the verdict itself. */
 export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog'> & {
-  options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'>;
+  options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'> & Partial<Pick<StatusReport['options'], 'parkedWarnKeys' | 'parkedWarnAgeMs'>>;
 };
 
 const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
@@ -24,7 +24,8 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
  *   STOPPED, UNASSIGNED, RESTARTING) or RUNNING without tasks; a local stack service stopped or not
  *   ready; another logical slot inactive; wal_status `extended`; a group's lag on a topic over
  *   --lag-warn; a group named by --group that does not exist; a DLQ topic holding records; a DLQ
- *   topic whose retention.ms is not -1 (dead letters expire unseen); parked keys; the watchdog
+ *   topic whose retention.ms is not -1 (dead letters expire unseen); parked keys (more than
+ *   --parked-warn-keys, default 0, or the oldest older than --parked-warn-age-ms); the watchdog
  *   reporting firing alerts or an unhealthy /healthz.
  */
 export function computeVerdict(input: VerdictInput): Verdict {
@@ -91,10 +92,14 @@ export function computeVerdict(input: VerdictInput): Verdict {
     }
   }
 
-  if (parked.ok && parked.totalKeys > 0) {
+  const warnKeys = input.options.parkedWarnKeys ?? 0;
+  const warnAge = input.options.parkedWarnAgeMs ?? null;
+  const tooOld = warnAge !== null && parked.ok && parked.oldestAgeMs !== null && parked.oldestAgeMs > warnAge;
+  if (parked.ok && parked.totalKeys > 0 && (parked.totalKeys > warnKeys || tooOld)) {
+    const over = warnKeys === 0 && warnAge === null ? '' : tooOld ? `; parked longer than --parked-warn-age-ms ${warnAge}` : `; over --parked-warn-keys ${warnKeys}`;
     warning(
       `${parked.totalKeys} key${parked.totalKeys === 1 ? '' : 's'} parked in ${parked.table} (${parked.totalEvents} event${parked.totalEvents === 1 ? '' : 's'}` +
-        `${parked.oldestSince ? `, the longest since ${parked.oldestSince}` : ''}): their events go to the DLQ until \`outbox dlq:replay\` applies them`,
+        `${parked.oldestSince ? `, the longest since ${parked.oldestSince}` : ''}${over}): their events go to the DLQ until \`outbox dlq:replay\` applies them`,
     );
   }
 

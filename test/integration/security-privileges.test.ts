@@ -12,6 +12,7 @@ import { ensureOutboxPolicies, provision } from '../../src/provision';
 import { createOutboxWriter, type PayloadEncoder } from '../../src/producer';
 import { buildRelaySql } from '../../src/relay/sql';
 import { applyOnce } from '../../src/router/inbox-transaction';
+import { pruneInboxSql } from '../../src/router/inbox-retention';
 import { createPool, qualified } from '../../src/db';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, pgConfig, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
@@ -214,6 +215,14 @@ describe('the router role', () => {
       const parked = await c.query("SELECT event_id FROM inbox_parked WHERE consumer = 'billing' ORDER BY seq");
       expect(parked.rows.map((r) => r.event_id)).toEqual(['e-1', 'e-2']);
       expect((await c.query("DELETE FROM inbox_parked WHERE consumer = 'billing'")).rowCount).toBe(2);
+    });
+  });
+
+  it('prunes its inbox with the prune statement (DELETE on the inbox, migration 010)', async () => {
+    await asRole('router', async (c) => {
+      await c.query("INSERT INTO inbox (consumer, message_id, processed_at) VALUES ('pruner', gen_random_uuid(), now() - interval '40 days'), ('pruner', gen_random_uuid(), now())");
+      const pruned = await c.query(pruneInboxSql('inbox', 'inbox_parked'), ['pruner', 30 * 86_400_000, 100]);
+      expect(pruned.rowCount).toBe(1);
     });
   });
 

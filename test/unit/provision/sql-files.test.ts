@@ -41,6 +41,7 @@ describe('loadMigrations (shipped files)', () => {
       [7, 'outbox_order'],
       [8, 'outbox_limits'],
       [9, 'parked_head_index'],
+      [10, 'inbox_retention'],
     ]);
   });
 
@@ -202,6 +203,7 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.table}_aggregate_type_check`,
     `${hostile.inboxTable}_parked`,
     `${hostile.inboxTable}_parked_seq_seq`,
+    `${hostile.inboxTable}_processed_idx`,
   ]);
 
   const rendered: Array<[string, string]> = [

@@ -39,6 +39,12 @@ describe('resolveSettings', () => {
       handlerTimeoutMs: 30_000,
       topicRefreshMs: 10_000,
       parkKeys: true,
+      inboxRetentionMs: 30 * 86_400_000,
+      dlqReplayHorizonMs: 7 * 86_400_000,
+      allowShortInboxRetention: false,
+      inboxPruneIntervalMs: 60_000,
+      inboxPruneBatchSize: 5_000,
+      parkedMetricsIntervalMs: 30_000,
     });
     expect(resolveSettings({ config, handlers, lanes: 4, partitionsConsumedConcurrently: 2 }).poolSize).toBe(10);
     expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', allowGroupIdMismatch: true, backoff: { initialDelayMs: 5 } })).toMatchObject({

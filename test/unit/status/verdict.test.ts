@@ -173,4 +173,23 @@ describe('computeVerdict', () => {
     unprovisioned.parked.provisioned = false;
     expect(verdictOf(unprovisioned).level).toBe('OK');
   });
+
+  it('warns about parked keys only past --parked-warn-keys, or past --parked-warn-age-ms whatever their number', () => {
+    const s = healthy();
+    if (!s.parked.ok) throw new Error('fixture');
+    Object.assign(s.parked, { totalKeys: 3, totalEvents: 7, oldestSince: '2026-01-01T00:00:00.000Z', oldestAgeMs: 60_000 });
+    s.options.parkedWarnKeys = 3;
+    expect(verdictOf(s).level).toBe('OK');
+    s.options.parkedWarnAgeMs = 60_000;
+    expect(verdictOf(s).level).toBe('OK');
+    s.parked.oldestAgeMs = 60_001;
+    expect(messages(s)).toEqual([
+      'WARNING 3 keys parked in "public"."inbox_parked" (7 events, the longest since 2026-01-01T00:00:00.000Z; parked longer than --parked-warn-age-ms 60000): their events go to the DLQ until `outbox dlq:replay` applies them',
+    ]);
+    s.parked.oldestAgeMs = 1;
+    s.parked.totalKeys = 4;
+    expect(messages(s)).toEqual([
+      'WARNING 4 keys parked in "public"."inbox_parked" (7 events, the longest since 2026-01-01T00:00:00.000Z; over --parked-warn-keys 3): their events go to the DLQ until `outbox dlq:replay` applies them',
+    ]);
+  });
 });

@@ -1,0 +1,49 @@
+import type { Pool } from 'pg';
+import { pgCode, qualified } from '../db';
+import { parkedTableName } from '../provision/sql-files';
+import { repeatUntilAborted } from '../service';
+import { inboxRowsEstimate, pruneInbox } from './inbox-retention';
+import type { RouterRuntime } from './runtime';
+
+export interface ParkedSummary {
+  aggregateType: string;
+  keys: number;
+  events: number;
+  /** Age of the consumer's longest-parked event of this type, in seconds. */
+  oldestSeconds: number;
+}
+
+/**
+ * The consumer's parked keys per aggregate type in one statement, for the gauges: an index range on
+ * (consumer, …) of migration 009, read on a timer, never per batch.
+ */
+export const parkedSummarySql = (parked: string): string =>
+  'SELECT aggregate_type, count(DISTINCT aggregate_id)::int AS keys, count(*)::int AS events, ' +
+  `EXTRACT(EPOCH FROM now() - min(parked_at))::float8 AS oldest FROM ${parked} WHERE consumer = $1 GROUP BY aggregate_type`;
+
+export async function readParkedSummary(pool: Pool, parkedTable: string, consumer: string): Promise<ParkedSummary[]> {
+  const { rows } = await pool.query<{ aggregate_type: string; keys: number; events: number; oldest: number }>(parkedSummarySql(parkedTable), [consumer]);
+  return rows.map((r) => ({ aggregateType: r.aggregate_type, keys: r.keys, events: r.events, oldestSeconds: Math.max(0, r.oldest) }));
+}
+
+/** The router's timers beside consuming: the inbox prune and the parked-key gauges, each until `signal` aborts. */
+export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSignal): Promise<void>[] {
+  const { settings } = rt;
+  const { schema, inboxTable } = rt.options.config.outbox;
+  const inbox = qualified(schema, inboxTable);
+  const parked = qualified(schema, parkedTableName(inboxTable));
+  const onError = (task: string) => (error: unknown) => rt.events.emit('router.housekeeping-failed', { task, code: pgCode(error), error: (error as Error).message });
+  const tasks: Promise<void>[] = [];
+  if (settings.inboxRetentionMs > 0) {
+    const prune = async () => {
+      const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: parked, consumer: settings.consumer, retentionMs: settings.inboxRetentionMs, batchSize: settings.inboxPruneBatchSize, signal });
+      rt.events.emit('router.inbox-pruned', { ...result, rows: await inboxRowsEstimate(pool, inbox) });
+    };
+    tasks.push(repeatUntilAborted(prune, { signal, intervalMs: settings.inboxPruneIntervalMs, onError: onError('inbox-prune') }));
+  }
+  if (settings.parkKeys && settings.parkedMetricsIntervalMs > 0) {
+    const gauges = async () => rt.events.emit('router.parked', { types: await readParkedSummary(pool, parked, settings.consumer) });
+    tasks.push(repeatUntilAborted(gauges, { signal, intervalMs: settings.parkedMetricsIntervalMs, onError: onError('parked-gauges') }));
+  }
+  return tasks;
+}

@@ -1,0 +1,214 @@
+/**
+ * Inbox retention and parked keys on the real stack: the batched prune (what it deletes, what it keeps
+ * for a parked key), the router's own prune and its metric, the safe-minimum refusal against a topic that
+ * keeps records longer than the window, and the per-batch cost of the parked-key load with many parked
+ * events (numbers printed, never asserted as timings).
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Admin } from 'kafkajs';
+import type { Pool } from 'pg';
+import type { OutboxConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { isOutboxError } from '../../src/errors';
+import { createLogger } from '../../src/log';
+import { provision } from '../../src/provision';
+import { createRouter, createRouterMetrics } from '../../src/router';
+import { readParkedSummary } from '../../src/router/housekeeping';
+import { pruneInbox } from '../../src/router/inbox-retention';
+import { ParkedKeys } from '../../src/router/parked';
+import { readParked } from '../../src/status/parked';
+import { testConfig } from '../support/outbox-config';
+import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
+import { until } from '../support/until';
+
+const DAY = 86_400_000;
+const MAIN = join(__dirname, '../../dist/cli/main.js');
+const INBOX = '"public"."inbox"';
+const PARKED = '"public"."inbox_parked"';
+
+describe('inbox retention (real stack)', () => {
+  let db: FreshDatabase;
+  let config: OutboxConfig;
+  let pool: Pool;
+  let admin: Admin;
+  const topics: string[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase('inbox_retention');
+    config = testConfig(db.name);
+    await provision(config);
+    pool = createPool(config.database, { max: 4 });
+    admin = testKafka().admin();
+    await admin.connect();
+  });
+
+  afterAll(async () => {
+    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
+    await admin?.disconnect();
+    await pool?.end();
+    await db?.drop();
+  });
+
+  /** `n` inbox rows of `consumer` processed `ageMs` ago; returns their ids. */
+  async function inboxRows(consumer: string, n: number, ageMs: number): Promise<string[]> {
+    const { rows } = await pool.query<{ message_id: string }>(
+      "INSERT INTO inbox (consumer, message_id, processed_at) SELECT $1, gen_random_uuid(), now() - $3::float8 * interval '1 millisecond' FROM generate_series(1, $2) RETURNING message_id",
+      [consumer, n, ageMs],
+    );
+    return rows.map((r) => r.message_id);
+  }
+
+  const countOf = async (consumer: string) => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM inbox WHERE consumer = $1', [consumer])).rows[0]?.n);
+
+  it('migration 010 gives the inbox an index on (consumer, processed_at) that the prune uses', async () => {
+    const { rows } = await pool.query<{ indexdef: string }>("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = 'inbox_processed_idx'");
+    expect(rows[0]?.indexdef).toMatch(/USING btree \(consumer, processed_at\)/);
+  });
+
+  it('deletes only rows older than the window, in batches, per consumer, and keeps the row of a parked event until it leaves the parked table', async () => {
+    const consumer = randomName('svc');
+    const other = randomName('other');
+    const old = await inboxRows(consumer, 1_200, 40 * DAY);
+    await inboxRows(consumer, 300, 1 * DAY);
+    await inboxRows(other, 50, 40 * DAY);
+    // An event applied 40 days ago whose key was parked later and that was redelivered then: it sits in the
+    // parked table (dead-lettered KEY_PARKED) and its replay is a duplicate only while its inbox row exists.
+    const parkedId = old[7] as string;
+    await pool.query('INSERT INTO inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, $2, $3, $4, $5)', [consumer, 'order', 'o-1', parkedId.toUpperCase(), 'KEY_PARKED']);
+
+    const first = await pruneInbox(pool, { inboxTable: INBOX, parkedTable: PARKED, consumer, retentionMs: 30 * DAY, batchSize: 500 });
+    expect(first).toMatchObject({ deleted: 1_199, batches: 3 });
+    expect(await countOf(consumer)).toBe(301);
+    expect(await countOf(other)).toBe(50);
+    const kept = await pool.query('SELECT 1 FROM inbox WHERE consumer = $1 AND message_id = $2', [consumer, parkedId]);
+    expect(kept.rowCount).toBe(1);
+
+    // Released (or replayed): the row goes at the next prune.
+    await pool.query('DELETE FROM inbox_parked WHERE consumer = $1', [consumer]);
+    expect(await pruneInbox(pool, { inboxTable: INBOX, parkedTable: PARKED, consumer, retentionMs: 30 * DAY, batchSize: 500 })).toMatchObject({ deleted: 1, batches: 1 });
+    expect(await countOf(consumer)).toBe(300);
+  });
+
+  it('the router prunes on its schedule and the metric moves; a window below the safe minimum is refused at start', async () => {
+    const consumer = randomName('rt');
+    const long = randomName('retention.outbox.event.order');
+    const short = randomName('retention.outbox.event.payment');
+    topics.push(long, short);
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        { topic: long, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(20 * DAY) }, { name: 'segment.ms', value: String(DAY) }] },
+        { topic: short, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(2 * DAY) }, { name: 'segment.ms', value: String(DAY) }] },
+      ],
+    });
+    const handlers = { order: { Placed: async () => {} } };
+    const silent = createLogger({ level: 'silent' });
+    const base = { config, handlers, consumer, logger: silent, aggregateTypeOf: () => 'order', dlqTopicFor: (t: string) => `${t}.dlq`, topicRefreshMs: 0 } as const;
+
+    // 20 d + 1 d segment + 7 d horizon = 28 d > 10 d.
+    const refused = createRouter({ ...base, topics: new RegExp(`^${long.replace(/\./g, '\\.')}$`), inboxRetentionMs: 10 * DAY });
+    const error = await refused.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await refused.stop();
+    expect(isOutboxError(error) && error.code).toBe('INBOX_RETENTION_TOO_SHORT');
+    expect((error as Error).message).toContain(long);
+    expect((error as Error).message).toContain('28 d');
+
+    // The CLI refuses the same way (its routed topics from --config's router.topics).
+    const cli = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [MAIN, 'inbox:prune', '--once', '--consumer', consumer, '--inbox-retention-ms', String(10 * DAY)],
+        {
+          env: {
+            PATH: process.env.PATH,
+            HOME: process.env.HOME,
+            LOG_LEVEL: 'silent',
+            PGDATABASE: db.name,
+            OUTBOX_STACK_DIR: process.env.OUTBOX_STACK_DIR,
+            OUTBOX_ROUTER_TOPICS: `^${long.replace(/\./g, '\\.')}$`,
+          },
+        },
+        (e, _stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stderr }),
+      );
+    });
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toContain('INBOX_RETENTION_TOO_SHORT');
+
+    // 2 d + 1 d + 7 d = 10 d ≤ 10 d: starts, and prunes at once.
+    await inboxRows(consumer, 40, 11 * DAY);
+    await inboxRows(consumer, 5, DAY);
+    const metrics = createRouterMetrics();
+    const router = createRouter({ ...base, topics: new RegExp(`^${short.replace(/\./g, '\\.')}$`), inboxRetentionMs: 10 * DAY, inboxPruneIntervalMs: 1_000, inboxPruneBatchSize: 16, parkedMetricsIntervalMs: 1_000, onEvent: metrics.onEvent });
+    await router.start();
+    topics.push(`${short}.dlq`); // created when the router subscribed
+    try {
+      await until('the router pruned its old inbox rows', () => countOf(consumer), (n) => n === 5, 20_000);
+      await until('the pruned-rows counter', () => metrics.registry.metrics(), (text) => /outbox_router_inbox_pruned_total 40\b/.test(text), 10_000);
+      expect(await metrics.registry.metrics()).toMatch(/outbox_router_inbox_last_prune_timestamp_seconds [1-9]/);
+    } finally {
+      await router.stop();
+    }
+  });
+
+  it('loads only the heads of the batch’s keys, however many events they have parked (10,000 events over 100 keys)', async () => {
+    const consumer = randomName('hot');
+    await pool.query(
+      "INSERT INTO inbox_parked (consumer, aggregate_type, aggregate_id, event_id, error_code) SELECT $1, 'order', 'k-' || (g % 100), gen_random_uuid()::text, 'KEY_PARKED' FROM generate_series(1, 10000) g",
+      [consumer],
+    );
+    await pool.query('ANALYZE inbox_parked');
+    // A batch of 500 records over 500 keys, 100 of them parked.
+    const keys = Array.from({ length: 500 }, (_, i) => `k-${i}`);
+    await ParkedKeys.load(pool, PARKED, consumer, 'order', keys); // warm (prepared statement, cache)
+    const runs: number[] = [];
+    let parked: ParkedKeys | undefined;
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now();
+      parked = await ParkedKeys.load(pool, PARKED, consumer, 'order', keys);
+      runs.push(performance.now() - started);
+    }
+    expect(keys.filter((k) => parked?.earliest(k) !== undefined)).toHaveLength(100);
+    const plan = (await pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${ParkedKeys.headsQuery(PARKED)}`, [consumer, 'order', keys])).rows[0]['QUERY PLAN'][0];
+    const rowsOut = plan.Plan['Actual Rows'] as number;
+    expect(rowsOut).toBe(100);
+    // The gauges' one grouped query, and the status section's, over the same table.
+    const t0 = performance.now();
+    expect(await readParkedSummary(pool, PARKED, consumer)).toEqual([{ aggregateType: 'order', keys: 100, events: 10_000, oldestSeconds: expect.any(Number) }]);
+    const summaryMs = performance.now() - t0;
+    const t1 = performance.now();
+    const status = await readParked(config, 15_000);
+    const statusMs = performance.now() - t1;
+    expect(status).toMatchObject({ totalKeys: 100, totalEvents: 10_000 });
+    expect(status.keys).toHaveLength(10);
+    expect(status.oldestAgeMs).toEqual(expect.any(Number));
+    // For comparison: the same load with nothing parked, and reading the whole list (what a batch must never do).
+    const median = async (body: () => Promise<unknown>) => {
+      const times: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const started = performance.now();
+        await body();
+        times.push(performance.now() - started);
+      }
+      return (times.sort((a, b) => a - b)[10] as number).toFixed(2);
+    };
+    const emptyMs = await median(() => ParkedKeys.load(pool, PARKED, randomName('none'), 'order', keys));
+    const wholeMs = await median(() => pool.query(`SELECT aggregate_id, event_id FROM ${PARKED} WHERE consumer = $1 AND aggregate_type = $2`, [consumer, 'order']));
+    const sorted = [...runs].sort((a, b) => a - b);
+    // eslint-disable-next-line no-console
+    console.log(
+      `parked head load, 500 keys (100 parked, 10,000 parked events): rows ${rowsOut}, median ${sorted[10]?.toFixed(2)} ms, max ${sorted[19]?.toFixed(2)} ms, ` +
+        `server ${(plan['Execution Time'] as number).toFixed(2)} ms; nothing parked ${emptyMs} ms; whole list (10,000 rows) ${wholeMs} ms; gauge query ${summaryMs.toFixed(1)} ms; status section ${statusMs.toFixed(1)} ms`,
+    );
+    // With the table's 10,000 events the prune's parked check still deletes what it should.
+    await pool.query("INSERT INTO inbox (consumer, message_id, processed_at) SELECT $1, gen_random_uuid(), now() - interval '40 days' FROM generate_series(1, 2000)", [consumer]);
+    const result = await pruneInbox(pool, { inboxTable: INBOX, parkedTable: PARKED, consumer, retentionMs: 30 * DAY, batchSize: 1_000 });
+    expect(result.deleted).toBe(2_000);
+    // eslint-disable-next-line no-console
+    console.log(`prune of 2,000 rows in batches of 1,000 beside 10,000 parked events: ${result.batches} statements, ${result.ms.toFixed(1)} ms`);
+  });
+});
