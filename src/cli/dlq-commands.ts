@@ -46,12 +46,13 @@ export function dlqCommands(): Command[] {
     .option('--key <key>', 'only dead letters with this key (aggregate id)')
     .option('--id <id...>', 'only these event ids')
     .option('--consumer <name>', 'the router consumer whose parked keys say what is outstanding (default on the local stack only: outbox-router)')
-    .option('--all', 'every matching dead letter, not only outstanding ones', false)
+    .option('--all', 'every matching dead letter written within router.dlqReplayHorizonMs, not only outstanding ones', false)
+    .option('--beyond-horizon', 'with --all, also dead letters older than router.dlqReplayHorizonMs (an event applied by an earlier replay whose inbox row was pruned is applied again)', false)
     .option('--dry-run', 'list what would be replayed; publish nothing', false)
     .option('--timeout-ms <ms>', 'give up when reading the dead-letter topic makes no progress for this long', timeoutMs, DEFAULT_REPLAY_TIMEOUT_MS)
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
+      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; beyondHorizon: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const { dlqTopic, aggregateType } = target(opts, config);
@@ -63,6 +64,7 @@ export function dlqCommands(): Command[] {
             key: opts.key,
             ids: opts.id,
             outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: consumerName(config, opts.consumer ?? config.router.consumer), aggregateType },
+            horizonMs: opts.beyondHorizon ? undefined : config.router.dlqReplayHorizonMs,
             dryRun: opts.dryRun,
             timeoutMs: opts.timeoutMs,
             logger: log,
@@ -71,7 +73,7 @@ export function dlqCommands(): Command[] {
             process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
           } else {
             const verb = report.dryRun ? 'would replay' : 'replayed';
-            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}\n`);
+            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}${report.beyondHorizon ? `, ${report.beyondHorizon} older than router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : ''}\n`);
             for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
             if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
           }

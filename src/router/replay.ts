@@ -22,6 +22,14 @@ export interface ReplayOptions {
    * it (`--all`), every matching dead letter is re-published; the inbox skips those applied since.
    */
   outstanding?: { pool: Pool; parkedTable: string; consumer: string; aggregateType: string };
+  /**
+   * Without `outstanding` (`--all`): dead letters written longer ago than this are left alone
+   * (`router.dlqReplayHorizonMs`). An event applied by an earlier replay is recognised only while its
+   * inbox row exists, and inbox retention keeps it at least this long after the dead letter was written
+   * (docs/operations.md, "Inbox retention"); an older one could be applied twice. Outstanding dead
+   * letters are always replayable: the inbox rows of parked events are never pruned.
+   */
+  horizonMs?: number;
   dryRun?: boolean;
   logger?: Logger;
   /** Gives up when reading the DLQ makes no progress for this long (a broker problem). Default 60 s. */
@@ -45,6 +53,8 @@ export interface ReplayReport {
   withoutOrigin: number;
   /** Matching dead letters the DLQ took only without their value (x-dead-letter-reduced): not replayable. */
   reduced: number;
+  /** Matching dead letters older than `horizonMs`, left alone. */
+  beyondHorizon: number;
   dryRun: boolean;
 }
 
@@ -92,7 +102,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, dryRun: Boolean(options.dryRun) };
+  const horizonStart = options.outstanding || options.horizonMs === undefined ? undefined : Date.now() - options.horizonMs;
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
   // One in flight at a time: a key's replays reach its partition in order.
@@ -112,6 +123,10 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       const id = headerText(message.headers, HEADER.id)?.toLowerCase();
       if (options.key !== undefined && key !== options.key) return;
       if (wanted && (!id || !wanted.has(id))) return;
+      if (horizonStart !== undefined && Number(message.timestamp) < horizonStart) {
+        report.beyondHorizon++;
+        return;
+      }
       // Its value was refused by the DLQ: nothing to replay (the original is at x-original-offset).
       if (headerText(message.headers, REDUCED_HEADER) !== undefined) {
         report.reduced++;

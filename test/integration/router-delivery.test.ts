@@ -236,6 +236,21 @@ describe('router delivery', () => {
     expect(JSON.parse(ok.stdout)).toMatchObject({ scanned: 1, replayed: [{ key: 'k' }], dryRun: true });
   });
 
+  it('dlq:replay --all leaves dead letters older than router.dlqReplayHorizonMs alone (their inbox rows may be pruned); --beyond-horizon takes them too', async () => {
+    const s = await scenario(1);
+    const day = 24 * 60 * 60 * 1000;
+    const old = { key: 'k-old', value: 'v', timestamp: String(Date.now() - 10 * day), headers: { id: randomUUID(), 'x-original-topic': s.topic } };
+    const recent = { key: 'k-new', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } };
+    await h.producer.send({ topic: s.dlq, messages: [old, recent] });
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, horizonMs: 7 * day, dryRun: true });
+    expect(report).toMatchObject({ scanned: 2, beyondHorizon: 1, replayed: [{ key: 'k-new' }] });
+    // The CLI takes the horizon from the config (default 7 days), and --beyond-horizon lifts it.
+    const cli = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json']);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ beyondHorizon: 1, replayed: [{ key: 'k-new' }] });
+    const beyond = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--beyond-horizon', '--dry-run', '--json']);
+    expect(JSON.parse(beyond.stdout)).toMatchObject({ beyondHorizon: 0, replayed: [{ key: 'k-old' }, { key: 'k-new' }] });
+  });
+
   it('dlq:replay leaves no consumer behind: a replay that gives up during its group join waits for the join before disconnecting, and its consumer is never restarted', async () => {
     const s = await scenario(1);
     await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
