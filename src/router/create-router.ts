@@ -7,7 +7,7 @@ import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
 import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
 import { runHousekeeping } from './housekeeping';
-import { assertInboxRetention, topicRetentions } from './inbox-retention';
+import { checkInboxRetention } from './inbox-retention';
 import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
@@ -89,15 +89,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     const topics = await subscription.matchingTopics(true);
     // Before consuming: a window shorter than a redelivery can be old would apply events twice.
     // Settings it cannot read (no DescribeConfigs right) leave those topics out, with a warning.
-    const retention =
-      settings.inboxRetentionMs > 0
-        ? assertInboxRetention(
-            settings.inboxRetentionMs,
-            settings.dlqReplayHorizonMs,
-            await topicRetentions(rt.admin, [...topics]).catch(() => [...topics].map((topic) => ({ topic, retentionMs: null, segmentMs: null }))),
-            settings.allowShortInboxRetention,
-          )
-        : undefined;
+    const retention = await checkInboxRetention(rt.admin, [...topics], settings);
     if (retention && retention.unknown.length > 0) {
       logger.warn({ event: 'router.inbox-retention-unchecked', topics: retention.unknown }, 'router: retention.ms of these topics could not be read; the inbox retention window is not checked against them');
     }

@@ -70,6 +70,21 @@ export async function topicRetentions(admin: Admin, topics: readonly string[]): 
 }
 
 /**
+ * The check the router makes at start and `inbox:prune` makes before pruning: reads the topics'
+ * retention (a refused DescribeConfigs leaves them all out: `unknown`, for the caller to warn about) and
+ * refuses a window below the safe minimum. 0 (never prune) reads nothing.
+ */
+export async function checkInboxRetention(
+  admin: Admin,
+  topics: readonly string[],
+  settings: { inboxRetentionMs: number; dlqReplayHorizonMs: number; allowShortInboxRetention: boolean },
+): Promise<RetentionCheck | undefined> {
+  if (settings.inboxRetentionMs === 0) return undefined;
+  const retentions = await topicRetentions(admin, topics).catch(() => topics.map((topic) => ({ topic, retentionMs: null, segmentMs: null })));
+  return assertInboxRetention(settings.inboxRetentionMs, settings.dlqReplayHorizonMs, retentions, settings.allowShortInboxRetention);
+}
+
+/**
  * Refuses a retention window below the safe minimum (INBOX_RETENTION_TOO_SHORT) unless `allowShort`;
  * returns the check so the caller can log it. 0 (never prune) passes.
  */
