@@ -20,6 +20,8 @@ END $$;
 -- tables, so what follows is exactly what each role has. One transaction: no moment without the grants
 -- below. Revoking a table privilege revokes the column privileges of that table too.
 REVOKE ALL ON ${outbox}, ${inbox}, ${parked}, ${heartbeat}, ${migrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON ${outboxCleanupMarks}, ${outboxCleanupSlots} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON FUNCTION ${outboxCleanupFunction}(text, integer) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON SEQUENCE ${parkedSequence} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE CREATE ON SCHEMA ${schema} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE CREATE ON DATABASE ${database} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
@@ -41,6 +43,10 @@ GRANT SELECT (id) ON ${outbox} TO ${appRole};
 
 -- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()).
 GRANT pg_monitor TO ${monitorRole};
+-- and runs the outbox cleanup under CDC (migration 011): a SECURITY DEFINER function that deletes only
+-- rows the slot has confirmed. The role gets no privilege on the outbox itself.
+GRANT USAGE ON SCHEMA ${schema} TO ${monitorRole};
+GRANT EXECUTE ON FUNCTION ${outboxCleanupFunction}(text, integer) TO ${monitorRole};
 
 -- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING) and prunes
 -- the rows past router.inboxRetentionMs (DELETE), and parks, lists and releases dead-lettered keys

@@ -7,6 +7,7 @@ import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
 import { inboxPruneCommand } from './inbox-command';
+import { outboxCommands } from './outbox-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
 import { schemaCommands } from './schema-commands';
@@ -35,6 +36,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(routerCommand());
   for (const command of dlqCommands()) program.addCommand(command);
   program.addCommand(inboxPruneCommand());
+  for (const command of outboxCommands()) program.addCommand(command);
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());

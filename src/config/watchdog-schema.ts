@@ -81,6 +81,22 @@ export const watchdogSchema = z
      * of the outbox table (PublicationDrift). false for a relay-only deployment, which has no slot.
      */
     watchConnector: z.boolean().default(true),
+    /**
+     * Outbox cleanup under CDC (docs/operations.md, "Outbox cleanup under CDC"): while watchConnector is
+     * on, delete in batches the outbox rows the connector's slot has confirmed, every intervalMs. Runs
+     * through the SECURITY DEFINER function of migration 011, so the watchdog's role needs no privilege on
+     * the outbox. Off only if something else cleans the outbox (insert-then-delete writers, pg_cron).
+     */
+    outboxCleanup: z
+      .object({
+        enabled: z.boolean().default(true),
+        intervalMs: z.number().int().min(100, 'outboxCleanup.intervalMs: at least 100 ms').default(60_000),
+        batchSize: z.number().int().min(1).max(100_000).default(5_000),
+        /** DELETE statements per run at most (a run under a steady stream must end). */
+        maxBatches: z.number().int().min(1).default(100),
+      })
+      .strict()
+      .prefault({}),
     /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
     user: z.string().min(1).optional(),
     password: z.string().min(1).optional(),
@@ -136,6 +152,9 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_CLUSTER', path: ['watchdog', 'cluster'] },
   { env: 'OUTBOX_WATCHDOG_SLOTS', path: ['watchdog', 'slots'], type: 'list' },
   { env: 'OUTBOX_WATCHDOG_WATCH_CONNECTOR', path: ['watchdog', 'watchConnector'], type: 'boolean' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP', path: ['watchdog', 'outboxCleanup', 'enabled'], type: 'boolean' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP_INTERVAL_MS', path: ['watchdog', 'outboxCleanup', 'intervalMs'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP_BATCH_SIZE', path: ['watchdog', 'outboxCleanup', 'batchSize'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_USER', path: ['watchdog', 'user'] },
   { env: 'OUTBOX_WATCHDOG_PASSWORD', path: ['watchdog', 'password'] },
   { env: 'OUTBOX_WATCHDOG_STATEMENT_TIMEOUT_MS', path: ['watchdog', 'statementTimeoutMs'], type: 'number' },

@@ -2,6 +2,7 @@ import type { Client } from 'pg';
 import type { OutboxConfig } from '../config';
 import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
+import { outboxCleanupTables } from '../provision/sql-files';
 import { quoteIdent } from './escape';
 import { sleep } from '../retry';
 import { checkPublication } from './publication-check';
@@ -83,6 +84,17 @@ export function prerequisiteError(config: OutboxConfig, missing: string[]): Outb
  * Waits until no walsender holds the slot (Connect stops tasks asynchronously), then drops it.
  * True if it was dropped, false if it did not exist.
  */
+/**
+ * Forgets the outbox cleanup's floor and marks of a dropped slot (migration 011), so a slot created
+ * later under the same name starts from a new floor. A database provisioned before 011 has neither table.
+ */
+export async function forgetCleanupState(client: Client, outbox: { schema: string; table: string }, slotName: string): Promise<void> {
+  for (const name of Object.values(outboxCleanupTables(outbox))) {
+    const { rows } = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [name]);
+    if (rows[0]?.t) await client.query(`DELETE FROM ${name} WHERE slot_name = $1`, [slotName]);
+  }
+}
+
 export async function dropSlot(client: Client, slotName: string, timeoutMs: number, pollMs = 250): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

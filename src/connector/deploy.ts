@@ -5,6 +5,7 @@ import { buildConnectorConfig, type ConnectorBuildOptions, type ConnectorConfig 
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
+import { runOutboxCleanup } from '../cleanup';
 import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
@@ -152,7 +153,23 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   const status = await waitForRunning(client, name, { timeoutMs: config.connector.deployTimeoutMs, expectTaskConfig, ...options.wait });
   const runningAfterMs = Date.now() - writeStarted;
   progress('wait', `connector and ${status.tasks.length} task(s) RUNNING after ${runningAfterMs} ms`);
+  await registerCleanupFloor(config, slotName, log);
   return result(current ? 'updated' : 'created', { status, runningAfterMs });
+}
+
+/**
+ * The outbox cleanup deletes only rows above the floor it records when it first sees a slot (migration
+ * 011): rows committed before the slot existed were never read. Recording it now, with the slot just
+ * created, keeps that floor next to the slot's start, so the rows written between the deploy and the
+ * watchdog's first run are cleaned too. One cleanup batch of one row does it; a database provisioned
+ * before 011 has no cleanup, which is not the deploy's concern.
+ */
+async function registerCleanupFloor(config: OutboxConfig, slotName: string, log: Logger | undefined): Promise<void> {
+  try {
+    await withAdmin(config, (db) => runOutboxCleanup(db, { outbox: config.outbox, slotName, batchSize: 1, maxBatches: 1 }));
+  } catch (error) {
+    log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not register the slot with the outbox cleanup (run db:provision); the watchdog registers it on its first run');
+  }
 }
 
 async function validateConfig(client: ConnectClient, desired: ConnectorConfig, name: string, log: Logger | undefined): Promise<void> {

@@ -40,15 +40,18 @@ export interface Unconfirmed {
 
 /**
  * pgoutput (protocol 1) messages start with their type byte; an insert ('I' = 73) continues with the
- * relation's OID (int32). A change row's `lsn` is the position Debezium stores as the event's `lsn`
+ * relation's OID (int32). `select` is the select list (count, or the transaction ids). A change row's `lsn` is the position Debezium stores as the event's `lsn`
  * (both are the walsender's write position for that change), so the comparison is like for like.
  */
-const BEHIND_SQL = `
-SELECT count(*)::bigint::text AS n
+export function outboxInsertsBehindSql(select: string): string {
+  return `
+SELECT ${select}
   FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)
  WHERE get_byte(data, 0) = 73
    AND ('x' || lpad(encode(substring(data FROM 2 FOR 4), 'hex'), 16, '0'))::bit(64)::bigint = $3::bigint
    AND pg_wal_lsn_diff(lsn, '0/0') > $4::numeric`;
+}
+const BEHIND_SQL = outboxInsertsBehindSql('count(*)::bigint::text AS n');
 
 /**
  * Reads what dropping `slotName` would discard; undefined when the slot does not exist. Waits up to

@@ -34,5 +34,6 @@ export {
   type DeleteResult,
   type OperationOptions,
 } from './operations';
+export { switchToRelay, widenXid, type SwitchToRelayOptions, type SwitchToRelayReport } from './switch-to-relay';
 export { checkPublication, judgePublication, PUBLICATION_CHECK_SQL, PUBLICATION_FIX, type PublicationCheck, type PublicationTarget } from './publication-check';
 export { slotGuard, parseLsn, type GuardFinding, type SlotInfo } from './slot-guard';

@@ -2,7 +2,7 @@ import type { OutboxConfig } from '../config';
 import { OutboxError, isOutboxError } from '../errors';
 import type { Logger } from '../log';
 import { connectStatus, createConnectClient, type ConnectClient, type ConnectorState, type ConnectorStatusInfo } from './connect-client';
-import { dropPublication, dropSlot, readSlot, withAdmin } from './database';
+import { dropPublication, dropSlot, forgetCleanupState, readSlot, withAdmin } from './database';
 import { checkPublication, type PublicationCheck } from './publication-check';
 import type { SlotInfo } from './slot-guard';
 import { dropRefusal, readUnconfirmed, type Unconfirmed } from './drop-guard';
@@ -185,6 +185,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
   if (options.dropSlot) {
     await withAdmin(config, async (db) => {
       result.slotDropped = await dropSlot(db, slotName, timeoutMs);
+      await forgetCleanupState(db, config.outbox, slotName);
       result.publicationDropped = await dropPublication(db, config.outbox.publication);
     });
     options.log?.info({ step: 'delete' }, `slot ${slotName} ${result.slotDropped ? 'dropped' : 'was absent'}; publication ${config.outbox.publication} ${result.publicationDropped ? 'dropped' : 'was absent'}`);

@@ -95,3 +95,4 @@ export function createPool(database: OutboxConfig['database'], overrides: Partia
   );
   return pool;
 }
+export { runCleanup, type CleanupOptions } from './delete-in-batches';

@@ -99,6 +99,16 @@ function clipBytes(text: string, bytes: number): string {
   return out;
 }
 
+/** The CDC cleanup function of migration 011, escaped and schema-qualified: `outbox` → `"public"."outbox_cleanup"`. */
+export function outboxCleanupFunctionName(outbox: { schema: string; table: string }): string {
+  return qualified(outbox.schema, derivedName(outbox.table, '_cleanup'));
+}
+
+/** The CDC cleanup's bookkeeping tables of migration 011 (marks, and per slot its floor), escaped and schema-qualified. */
+export function outboxCleanupTables(outbox: { schema: string; table: string }): { marks: string; slots: string } {
+  return { marks: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_marks')), slots: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_slots')) };
+}
+
 /** The router's dead-lettered keys live next to the inbox: `inbox` → `inbox_parked`. */
 export function parkedTableName(inboxTable: string): string {
   return derivedName(inboxTable, '_parked');
@@ -112,6 +122,9 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outbox: qualified(outbox.schema, outbox.table),
     outboxUnpublishedIndex: escapeIdentifier(derivedName(outbox.table, '_unpublished_idx')),
     outboxPublishedIndex: escapeIdentifier(derivedName(outbox.table, '_published_idx')),
+    outboxCleanupMarks: outboxCleanupTables(outbox).marks,
+    outboxCleanupSlots: outboxCleanupTables(outbox).slots,
+    outboxCleanupFunction: outboxCleanupFunctionName(outbox),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
     inboxProcessedIndex: escapeIdentifier(derivedName(outbox.inboxTable, '_processed_idx')),
@@ -130,7 +143,16 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
 }
 
 export function renderSql(template: string, config: OutboxConfig, source: string): string {
-  return renderTemplate(template, sqlValues(config), source);
+  const values = sqlValues(config);
+  // Escaping protects double-quoted names, not a dollar-quoted function body: a name holding the body's
+  // tag would end it early. Names with `$` are legal but rare; refuse the one that would break out.
+  for (const [, tag, body] of template.matchAll(/(\$[a-z_]*\$)([\s\S]*?)\1/g)) {
+    for (const [, key] of body!.matchAll(/\$\{(\w+)\}/g)) {
+      const value = values[key!];
+      if (value?.includes(tag!)) throw new OutboxError('CONFIG_INVALID', `The name ${value} contains ${tag}, which would end the function body in ${source}. Choose a name without "${tag}".`);
+    }
+  }
+  return renderTemplate(template, values, source);
 }
 
 export function rolesSql(config: OutboxConfig): string {

@@ -1,7 +1,6 @@
 import type { Pool } from 'pg';
-import { pgCode } from '../db';
+import { pgCode, runCleanup } from '../db';
 import { repeatUntilAborted } from '../service';
-import { runCleanup } from './cleanup';
 import { messageOf, query, type RelayRuntime } from './runtime';
 
 /** The age of the oldest unpublished row (the lag gauge). */

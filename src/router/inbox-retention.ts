@@ -3,7 +3,7 @@ import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
 import { formatDuration } from '../status/format';
-import { runCleanup } from '../relay/cleanup';
+import { runCleanup } from '../db';
 
 /**
  * The inbox's lifecycle (docs/operations.md, "Inbox retention"). An inbox row is what turns a

@@ -11,6 +11,7 @@ import { createEmitter, createLifecycle, repeatUntilAborted, type ServiceStatus 
 import { createAlertEngine, type AlertEngine, type AlertStatusRow } from './alert-engine';
 import { createDeliverer, createReceivers, safeTarget, type Deliverer, type HttpPost } from './deliver';
 import { createWatchdogMetrics, type WatchdogMetrics } from './metrics';
+import { cleansOutbox, createCleanupLoop, type CleanupLoopState } from './outbox-cleanup-loop';
 import { createPoller, type PollResult } from './poll';
 import { createSlotTracker } from './slot-tracker';
 import type { WatchdogEventName, WatchdogListener } from './types';
@@ -40,6 +41,8 @@ export interface WatchdogHealth {
   slots: number;
   firing: number;
   pendingDeliveries: Record<string, number>;
+  /** The outbox cleanup under CDC (watchdog.outboxCleanup); null when off. */
+  outboxCleanup: CleanupLoopState | null;
 }
 
 export interface Watchdog {
@@ -100,12 +103,14 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
   const target = `${database.host}:${database.port}/${database.database}`;
   const poller = createPoller({ config, database, target, pool, now, log, metrics, tracker, engine, deliverer, events, hasAlertmanager });
 
-  let loop: Promise<void> | undefined;
+  const cleanup = cleansOutbox(config) && !options.instant ? createCleanupLoop({ config, database, log, metrics }) : undefined;
+  let loops: Array<Promise<void>> = [];
   const lifecycle = createLifecycle('watchdog', {
     start: async (signal) => {
-      loop = repeatUntilAborted(async () => void (await poller.pollOnce()), { signal, intervalMs: wd.intervalMs, fromStart: true });
+      loops = [repeatUntilAborted(async () => void (await poller.pollOnce()), { signal, intervalMs: wd.intervalMs, fromStart: true })];
+      if (cleanup) loops.push(cleanup.run(signal));
     },
-    stop: async () => void (await loop),
+    stop: async () => void (await Promise.all(loops)),
   });
   const running = () => lifecycle.state === 'starting' || lifecycle.state === 'running';
 
@@ -123,6 +128,7 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
       await deliverer.drain(drainMs);
       deliverer.stop();
       await pool.end().catch(() => {});
+      await cleanup?.close();
     },
     health: () => ({
       running: running(),
@@ -132,6 +138,7 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
       slots: poller.state.slots,
       firing: engine.statuses().filter((s) => s.level !== 'ok').length,
       pendingDeliveries: deliverer.pending(),
+      outboxCleanup: cleanup ? { ...cleanup.state } : null,
     }),
     ready: () => running() && poller.state.lastPollOk === true,
     status: () => lifecycle.status(),

@@ -6,6 +6,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { LEVEL_RANK } from './alert-state';
+import type { OutboxCleanupRun } from '../cleanup';
 import type { AlertStatusRow } from './alert-engine';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus, TrackedSample } from './slot-tracker';
@@ -16,6 +17,8 @@ export interface WatchdogMetrics {
   recordAlerts(rows: AlertStatusRow[]): void;
   recordDelivery(receiver: string, outcome: 'delivered' | 'retry' | 'failed' | 'dropped'): void;
   setQueue(pending: Record<string, number>): void;
+  /** One outbox cleanup run (watchdog.outboxCleanup); null when it failed. */
+  recordCleanup(run: OutboxCleanupRun | null): void;
   /** Restarts by the connector supervisor (--restart-failed-connector). */
   connectorRestarts: Counter<'connector'>;
 }
@@ -51,6 +54,11 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
   const deliveries = new Counter({ name: 'outbox_watchdog_deliveries_total', help: 'Notification deliveries by receiver and outcome (delivered, retry, failed, dropped).', labelNames: ['receiver', 'outcome'], registers });
   const queue = g('outbox_watchdog_delivery_queue', 'Notifications waiting per receiver.', ['receiver']);
 
+  const cleanupRuns = new Counter({ name: 'outbox_cleanup_runs_total', help: 'Outbox cleanup runs under CDC by outcome (ok, no_slot, failed).', labelNames: ['cluster', 'outcome'], registers });
+  const cleanupDeleted = new Counter({ name: 'outbox_cleanup_deleted_rows_total', help: 'Outbox rows deleted by the cleanup after the connector slot confirmed them.', labelNames: ['cluster'], registers });
+  const cleanupLastSuccess = g('outbox_cleanup_last_success_timestamp_seconds', 'When the last outbox cleanup run that found the slot ended (unix time).', ['cluster']);
+  const cleanupSafeMark = g('outbox_cleanup_safe_mark_timestamp_seconds', 'When the newest mark the slot has confirmed was taken: rows of transactions that ended before it are deleted (unix time).', ['cluster']);
+
   let known = new Map<string, Record<string, string>>();
 
   return {
@@ -82,6 +90,14 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
         for (const status of ['reserved', 'extended', 'unreserved', 'lost']) walStatus.remove({ ...labels, wal_status: status });
       }
       known = now;
+    },
+    recordCleanup(run) {
+      const outcome = run === null ? 'failed' : run.slotFound ? 'ok' : 'no_slot';
+      cleanupRuns.inc({ cluster, outcome });
+      if (!run?.slotFound) return;
+      cleanupDeleted.inc({ cluster }, run.deleted);
+      cleanupLastSuccess.set({ cluster }, Date.now() / 1000);
+      if (run.safeTakenAt) cleanupSafeMark.set({ cluster }, Date.parse(run.safeTakenAt) / 1000);
     },
     recordAlerts(rows) {
       alertState.reset();

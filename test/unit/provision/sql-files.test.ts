@@ -42,6 +42,7 @@ describe('loadMigrations (shipped files)', () => {
       [8, 'outbox_limits'],
       [9, 'parked_head_index'],
       [10, 'inbox_retention'],
+      [11, 'outbox_cleanup'],
     ]);
   });
 
@@ -204,6 +205,9 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.inboxTable}_parked`,
     `${hostile.inboxTable}_parked_seq_seq`,
     `${hostile.inboxTable}_processed_idx`,
+    `${hostile.table}_cleanup`,
+    `${hostile.table}_cleanup_marks`,
+    `${hostile.table}_cleanup_slots`,
   ]);
 
   const rendered: Array<[string, string]> = [
@@ -230,6 +234,12 @@ describe('rendering every SQL file with hostile names', () => {
     // no fragment of a hostile name escaped into the SQL text
     expect(outside).not.toContain('zq');
     expect(outside).not.toContain('DROP SCHEMA');
+  });
+
+  it('refuses a name that would end the dollar-quoted function body of migration 011', () => {
+    const m11 = loadMigrations().find((m) => m.id === 11)!;
+    const evil = loadConfig({ env: {}, overrides: { outbox: { table: 'x$fn$; DROP TABLE y; --' } } });
+    expect(() => renderSql(m11.template, evil, m11.name)).toThrow(/\$fn\$/);
   });
 
   it('every configured name the file uses appears in its escaped form', () => {

@@ -1,7 +1,7 @@
 import { isOutboxError } from '../../../src/errors';
 import { createRouterMetrics } from '../../../src/router';
 import { assertInboxRetention, pruneInboxSql, safeInboxRetention } from '../../../src/router/inbox-retention';
-import { runCleanup } from '../../../src/relay/cleanup';
+import { runCleanup } from '../../../src/db';
 
 const DAY = 86_400_000;
 const topic = (name: string, retentionMs: number | null, segmentMs: number | null = 7 * DAY) => ({ topic: name, retentionMs, segmentMs });

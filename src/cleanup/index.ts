@@ -1,0 +1,1 @@
+export { runOutboxCleanup, type OutboxCleanupOptions, type OutboxCleanupRun } from './outbox-cleanup';
