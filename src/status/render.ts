@@ -163,7 +163,7 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
     ];
     blocks.push(
       `Outbox table (${ot.table}; warning: oldest waiting row over ${formatDuration(o.outboxWarnAgeMs)}, size over ${formatBytes(o.outboxWarnBytes)}` +
-        `${o.outboxWarnPending === null ? '' : `, over ${o.outboxWarnPending} waiting rows`})\n${table(['', ''], rows)}` +
+        `${o.outboxWarnPending === null ? '' : `, over ${o.outboxWarnPending} waiting rows`})\n${rows.map(([k, v]) => `  ${(k as string).padEnd(22)}${v}`).join('\n')}` +
         (ot.pendingError ? `\n  ${ot.pendingError}` : ''),
     );
   }

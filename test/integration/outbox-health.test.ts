@@ -19,7 +19,7 @@ import { collectStatus } from '../../src/status';
 import { createWatchdog, dedupKey, sampleOutbox, type Watchdog } from '../../src/watchdog';
 import { createKafkaFaults } from '../support/kafka-faults';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, pgConfig, randomIdentifier, randomName, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, pgConfig, randomIdentifier, randomName, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(120_000);
@@ -285,6 +285,32 @@ describe('outbox health (real stack)', () => {
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       expect((await healthz()).status).toBe(200);
       expect(relay.health().publishing).toMatchObject({ healthy: true, failingSince: null });
+    });
+
+    it('answers 503 while the broker refuses to create the topic (replication factor 3 on one broker), 200 once the topic exists', async () => {
+      await relay?.stop();
+      await http?.close();
+      const metrics = createRelayMetrics();
+      relay = createRelay({ config, logger: silent, onEvent: metrics.onEvent, settings: { workers: 1, pollIntervalMs: 50, lagIntervalMs: 200, unhealthyAfterMs: 1_000, topicReplicationFactor: 3, retryMaxDelayMs: 300 } });
+      await relay.start();
+      const r = relay;
+      http = await startHealthServer({ host: '127.0.0.1', port: 0, registry: metrics.registry, health: () => relayHealthBody(r) });
+      const healthz = async () => (await axios.get(`http://127.0.0.1:${http!.port}/healthz`, { validateStatus: () => true })).status;
+      expect(await healthz()).toBe(200);
+      const type = randomName('agg');
+      await insert(3, type);
+      await until('/healthz 503 while the topic cannot be created', healthz, (status) => status === 503);
+      expect(relay.stats().published).toBe(0);
+
+      const kafkaAdmin = testKafka().admin();
+      await kafkaAdmin.connect();
+      try {
+        await kafkaAdmin.createTopics({ waitForLeaders: true, topics: [{ topic: `${prefix}.outbox.event.${type}`, numPartitions: 1, replicationFactor: 1 }] });
+      } finally {
+        await kafkaAdmin.disconnect();
+      }
+      await until('/healthz 200 once the topic exists', healthz, (status) => status === 200, 30_000);
+      expect(relay.stats().published).toBeGreaterThanOrEqual(3);
     });
   });
 });
