@@ -29,7 +29,7 @@ export function createRelayMetrics(registry: Registry = new Registry()): RelayMe
     registers,
   });
   const lag = new Gauge({ name: 'outbox_relay_lag_seconds', help: 'Age of the oldest unpublished outbox row.', registers });
-  const backlog = new Gauge({ name: 'outbox_relay_backlog_rows', help: 'Unpublished outbox rows (all instances), counted up to 100,000: a value of 100,000 means at least that many.', registers });
+  const backlog = new Gauge({ name: 'outbox_relay_backlog_rows', help: 'Unpublished outbox rows (all instances), counted up to 10,000: a value of 10,000 means at least that many.', registers });
   const blocked = new Gauge({ name: 'outbox_relay_blocked_keys', help: 'Aggregates this instance holds back after a failed publish, until their backoff ends.', registers });
   const queries = new Counter({ name: 'outbox_relay_queries_total', help: 'Statements sent to PostgreSQL by the relay (its database load).', registers });
   const deleted = new Counter({ name: 'outbox_relay_deleted_total', help: 'Published rows deleted after the retention period.', registers });

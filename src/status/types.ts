@@ -173,7 +173,7 @@ export interface OutboxTableData {
    * oldest unpublished event; with CDC, which never sets published_at, the oldest row not cleaned up yet.
    */
   oldestPendingAgeSeconds: number | null;
-  /** Rows with published_at IS NULL, counted up to 100,000 (pendingCapped: at least that many). */
+  /** Rows with published_at IS NULL, counted up to 10,000 (pendingCapped: at least that many). */
   pendingRows: number | null;
   pendingCapped: boolean;
   /** Why the waiting rows could not be read; null when they were. */

@@ -24,8 +24,11 @@ import { pgCode, qualified } from '../db';
 
 type Queryable = Pick<Client | PoolClient, 'query'>;
 
-/** Count waiting rows up to this many by default (status, relay); more shows as "at least". */
-export const DEFAULT_BACKLOG_CAP = 100_000;
+/**
+ * Count waiting rows up to this many by default (status, relay); more shows as "at least". Measured on
+ * the local stack with 200,000 waiting rows: 2.5 ms (p50) for 10,000, 31 ms for 100,000.
+ */
+export const DEFAULT_BACKLOG_CAP = 10_000;
 
 export interface OutboxTableSample {
   /** `schema.table` as configured (unescaped, for display and labels). */
