@@ -3,6 +3,7 @@ import { createAlertEngine, dedupKey } from '../../../src/watchdog/alert-engine'
 import { createWatchdogMetrics } from '../../../src/watchdog/metrics';
 import type { OutboxTableSample } from '../../../src/watchdog/outbox-query';
 import { evaluateOutboxRule } from '../../../src/watchdog/outbox-rules';
+import { renderOnce } from '../../../src/watchdog/once';
 import { alertmanagerPayload, slackPayload } from '../../../src/watchdog/payloads';
 import { createSlotTracker } from '../../../src/watchdog/slot-tracker';
 import { sample, wdConfig } from './fixtures';
@@ -108,5 +109,15 @@ describe('outbox gauges', () => {
     expect(await value('outbox_table_bytes')).toHaveLength(1);
     metrics.recordOutbox(undefined);
     expect(await value('outbox_table_bytes')).toEqual([]);
+  });
+});
+
+describe('--once', () => {
+  it('prints one line for the outbox table, the unreadable age with its reason', () => {
+    expect(renderOnce('c1', undefined, [], undefined, outbox({ oldestPendingAgeSeconds: 7200 }))).toContain(
+      'outbox public.outbox: 10.0 MiB with indexes, ~1000 rows, 10 dead; oldest row with published_at IS NULL: 2.0h',
+    );
+    expect(renderOnce('c1', undefined, [], undefined, outbox({ oldestPendingAgeSeconds: null, pendingError: 'no grant' }))).toContain('unreadable (no grant)');
+    expect(renderOnce('c1', undefined, [], undefined, outbox({ present: false }))).not.toContain('outbox public.outbox');
   });
 });
