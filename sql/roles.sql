@@ -43,9 +43,14 @@ GRANT SELECT (id) ON ${outbox} TO ${appRole};
 
 -- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()).
 GRANT pg_monitor TO ${monitorRole};
--- and runs the outbox cleanup under CDC (migration 011): a SECURITY DEFINER function that deletes only
--- rows the slot has confirmed. The role gets no privilege on the outbox itself.
+-- …and the outbox's health (src/watchdog/outbox-query.ts): the age of the oldest row still waiting
+-- (published_at IS NULL) reads the table itself, so the schema's USAGE and SELECT of just the two columns
+-- that query touches; never the payload or the keys. Here and not in a migration: this file revokes
+-- everything on our tables first on every run, so a migration's grant would not survive it.
 GRANT USAGE ON SCHEMA ${schema} TO ${monitorRole};
+GRANT SELECT (created_at, published_at) ON ${outbox} TO ${monitorRole};
+-- …and runs the outbox cleanup under CDC (migration 011): a SECURITY DEFINER function that deletes only
+-- rows the slot has confirmed.
 GRANT EXECUTE ON FUNCTION ${outboxCleanupFunction}(text, integer) TO ${monitorRole};
 
 -- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING) and prunes

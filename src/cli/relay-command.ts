@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import type { RelayConfig } from '../config/relay-schema';
-import { createRelay, createRelayMetrics } from '../relay';
+import { createRelay, createRelayMetrics, relayHealthBody } from '../relay';
 import { runService } from '../service';
 import { defaultOf, flagOverrides, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { action, loggerFor } from './run-command';
@@ -51,10 +51,7 @@ export function relayCommand(): Command {
           service: relay,
           logger: log,
           metrics: { host: relay.settings.metricsHost, port: relay.settings.metricsPort, registry: metrics.registry },
-          health: () => {
-            const h = relay.health();
-            return { healthy: h.running, details: { ...h, stats: relay.stats() } };
-          },
+          health: () => relayHealthBody(relay),
           started: (url) => ({ fields: { workers: relay.settings.workers, metrics: url }, message: 'relay started' }),
           stopping: 'relay stopping: finishing the batches in hand',
           stopped: () => ({ fields: { stats: relay.stats() }, message: 'relay stopped' }),

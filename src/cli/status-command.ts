@@ -1,7 +1,17 @@
 import { Command } from 'commander';
 import { OutboxError } from '../errors';
 import { redactUrl } from '../log/redact';
-import { collectStatus, DEFAULT_GROUP, DEFAULT_LAG_WARN, DEFAULT_PARKED_LIMIT, DEFAULT_STATUS_TIMEOUT_MS, DEFAULT_WATCHDOG_URL, renderStatus } from '../status';
+import {
+  collectStatus,
+  DEFAULT_GROUP,
+  DEFAULT_LAG_WARN,
+  DEFAULT_OUTBOX_WARN_AGE_MS,
+  DEFAULT_OUTBOX_WARN_BYTES,
+  DEFAULT_PARKED_LIMIT,
+  DEFAULT_STATUS_TIMEOUT_MS,
+  DEFAULT_WATCHDOG_URL,
+  renderStatus,
+} from '../status';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -16,6 +26,9 @@ interface StatusFlags {
   parkedLimit?: string;
   parkedWarnKeys?: string;
   parkedWarnAgeMs?: string;
+  outboxWarnAgeMs?: string;
+  outboxWarnBytes?: string;
+  outboxWarnPending?: string;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -64,7 +77,7 @@ export function statusCommand(): Command {
   return withConfigOption(
     new Command('status').description(
       'One screen for operators: local stack services, connector and task states, replication slots (active, wal_status, ' +
-        'retained WAL), consumer-group lag per topic, DLQ depth and retention, parked keys and the watchdog\'s alerts. Each part has its own time limit, ' +
+        'retained WAL), consumer-group lag per topic, DLQ depth and retention, parked keys, the outbox table\'s size and oldest waiting row, and the watchdog\'s alerts. Each part has its own time limit, ' +
         'so an unreachable service is reported, not fatal. Exit code 0 OK, 1 WARNING, 2 CRITICAL (docs/status.md).',
     ),
   )
@@ -78,6 +91,9 @@ export function statusCommand(): Command {
     .option('--parked-limit <keys>', `parked keys listed at most, the most events first; totals count all (default ${DEFAULT_PARKED_LIMIT})`)
     .option('--parked-warn-keys <keys>', 'warn when more keys than this are parked (default 0: any parked key warns)')
     .option('--parked-warn-age-ms <ms>', 'warn also when the oldest parked key was parked longer ago than this, whatever --parked-warn-keys says (default: no age rule)')
+    .option('--outbox-warn-age-ms <ms>', `warn when the outbox's oldest row with published_at IS NULL is older than this (default ${DEFAULT_OUTBOX_WARN_AGE_MS}, 15 minutes)`)
+    .option('--outbox-warn-bytes <bytes>', `warn when the outbox table with its indexes is larger than this (default ${DEFAULT_OUTBOX_WARN_BYTES}, 1 GiB)`)
+    .option('--outbox-warn-pending <rows>', 'warn when more outbox rows than this have published_at IS NULL (default: no such rule)')
     .action(
       action(async (opts: StatusFlags, command: Command) => {
         const options = {
@@ -89,6 +105,9 @@ export function statusCommand(): Command {
           parkedLimit: wholeNumber('--parked-limit', opts.parkedLimit, 1, '20'),
           parkedWarnKeys: wholeNumber('--parked-warn-keys', opts.parkedWarnKeys, 0, '10'),
           parkedWarnAgeMs: wholeNumber('--parked-warn-age-ms', opts.parkedWarnAgeMs, 0, '3600000'),
+          outboxWarnAgeMs: wholeNumber('--outbox-warn-age-ms', opts.outboxWarnAgeMs, 0, '900000'),
+          outboxWarnBytes: wholeNumber('--outbox-warn-bytes', opts.outboxWarnBytes, 0, '1073741824'),
+          outboxWarnPending: wholeNumber('--outbox-warn-pending', opts.outboxWarnPending, 0, '10000'),
           groups: opts.group,
         };
         const emptyGroup = opts.group.find((g) => !g.trim());

@@ -92,9 +92,9 @@ async function runOnce(command: Command, flags: WatchdogFlags): Promise<number> 
     const watched = config.watchdog.slots;
     const sample = result.sample && watched.length > 0 ? { ...result.sample, slots: result.sample.slots.filter((s) => watched.includes(s.slotName)) } : result.sample;
     if (flags.json) {
-      process.stdout.write(`${JSON.stringify({ cluster: watchdog.cluster, ok: result.ok, error: result.error?.message, slots: sample?.slots ?? [], alerts: statuses }, null, 2)}\n`);
+      process.stdout.write(`${JSON.stringify({ cluster: watchdog.cluster, ok: result.ok, error: result.error?.message, slots: sample?.slots ?? [], outbox: result.outbox ?? null, alerts: statuses }, null, 2)}\n`);
     } else {
-      process.stdout.write(renderOnce(watchdog.cluster, sample, statuses, result.error?.message));
+      process.stdout.write(renderOnce(watchdog.cluster, sample, statuses, result.error?.message, result.outbox));
     }
     if (!result.ok) return EXIT_CODES.UNKNOWN;
     const worst = statuses.some((s) => s.level === 'critical') ? EXIT_CODES.CRITICAL : statuses.some((s) => s.level === 'warning') ? EXIT_CODES.WARNING : EXIT_CODES.OK;

@@ -52,6 +52,11 @@ export const relaySchema = z
     /** Backoff of a key whose publish failed: it is retried after this, doubling up to maxDelayMs (with jitter). */
     retryInitialDelayMs: z.number().int().min(0).default(200),
     retryMaxDelayMs: z.number().int().min(0).default(30_000),
+    /**
+     * /healthz answers 503 once no row has been published for this long while publishes keep failing (or
+     * every claim failed on the database side). An idle relay, with nothing to publish, stays healthy.
+     */
+    unhealthyAfterMs: positiveInt(24 * 60 * 60 * 1000).default(60_000),
     /** Topics the relay creates when they are missing, as Connect's topic.creation.default.* does for CDC. */
     topicPartitions: positiveInt(10_000).default(3),
     topicReplicationFactor: positiveInt(100).default(1),
@@ -74,6 +79,7 @@ export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_CLEANUP_BATCH_SIZE', path: ['relay', 'cleanupBatchSize'], type: 'number' },
+  { env: 'OUTBOX_RELAY_UNHEALTHY_AFTER_MS', path: ['relay', 'unhealthyAfterMs'], type: 'number' },
   { env: 'OUTBOX_RELAY_METRICS_PORT', path: ['relay', 'metricsPort'], type: 'number' },
   { env: 'OUTBOX_RELAY_METRICS_HOST', path: ['relay', 'metricsHost'] },
 ];

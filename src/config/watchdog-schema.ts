@@ -42,6 +42,16 @@ export const watchdogRulesSchema = z
     publicationDriftForMs: ms('publicationDriftForMs').default(0),
     /** consecutive failed polls before the watchdog's own "cannot reach the database" alert fires. */
     unreachableAfterFailures: z.number().int().positive().default(1),
+    /**
+     * OutboxBacklogAge: age of the oldest outbox row still waiting (published_at IS NULL). With the relay,
+     * the oldest unpublished event; with CDC, the oldest row not cleaned up yet (docs/operations.md, "Outbox health").
+     */
+    outboxBacklogAgeMs: thresholds(ms, 'outboxBacklogAgeMs', 15 * 60_000, 60 * 60_000),
+    /** The age already is a duration: no extra hold by default. */
+    outboxBacklogAgeForMs: ms('outboxBacklogAgeForMs').default(0),
+    /** OutboxTableSize: pg_total_relation_size of the outbox table (heap, indexes, TOAST). */
+    outboxTableBytes: thresholds(bytes, 'outboxTableBytes', 1024 ** 3, 10 * 1024 ** 3),
+    outboxTableSizeForMs: ms('outboxTableSizeForMs').default(10 * 60_000),
   })
   .strict()
   .refine((r) => r.retainedBytes.warning <= r.retainedBytes.critical, { message: 'retainedBytes.warning must not exceed retainedBytes.critical', path: ['retainedBytes'] })
@@ -49,7 +59,9 @@ export const watchdogRulesSchema = z
   .refine((r) => r.inactiveMs.warning <= r.inactiveMs.critical, { message: 'inactiveMs.warning must not exceed inactiveMs.critical', path: ['inactiveMs'] })
   .refine((r) => r.stalledMs.warning <= r.stalledMs.critical, { message: 'stalledMs.warning must not exceed stalledMs.critical', path: ['stalledMs'] })
   .refine((r) => r.invalidationEtaMs.warning >= r.invalidationEtaMs.critical, { message: 'invalidationEtaMs.warning must be at least invalidationEtaMs.critical (a time left: warning comes first)', path: ['invalidationEtaMs'] })
-  .refine((r) => r.diskFullEtaMs.warning >= r.diskFullEtaMs.critical, { message: 'diskFullEtaMs.warning must be at least diskFullEtaMs.critical (a time left: warning comes first)', path: ['diskFullEtaMs'] });
+  .refine((r) => r.diskFullEtaMs.warning >= r.diskFullEtaMs.critical, { message: 'diskFullEtaMs.warning must be at least diskFullEtaMs.critical (a time left: warning comes first)', path: ['diskFullEtaMs'] })
+  .refine((r) => r.outboxBacklogAgeMs.warning <= r.outboxBacklogAgeMs.critical, { message: 'outboxBacklogAgeMs.warning must not exceed outboxBacklogAgeMs.critical', path: ['outboxBacklogAgeMs'] })
+  .refine((r) => r.outboxTableBytes.warning <= r.outboxTableBytes.critical, { message: 'outboxTableBytes.warning must not exceed outboxTableBytes.critical', path: ['outboxTableBytes'] });
 
 export const watchdogDeliverySchema = z
   .object({
@@ -97,6 +109,12 @@ export const watchdogSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Sample the outbox table (outbox.schema/table) every poll: size, rows, dead tuples, last vacuum and
+     * the age of the oldest waiting row, as gauges and the OutboxBacklogAge / OutboxTableSize rules.
+     * Independent of watchConnector: a relay-only deployment has an outbox too.
+     */
+    watchOutbox: z.boolean().default(true),
     /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
     user: z.string().min(1).optional(),
     password: z.string().min(1).optional(),
@@ -155,6 +173,7 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP', path: ['watchdog', 'outboxCleanup', 'enabled'], type: 'boolean' },
   { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP_INTERVAL_MS', path: ['watchdog', 'outboxCleanup', 'intervalMs'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_OUTBOX_CLEANUP_BATCH_SIZE', path: ['watchdog', 'outboxCleanup', 'batchSize'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_WATCH_OUTBOX', path: ['watchdog', 'watchOutbox'], type: 'boolean' },
   { env: 'OUTBOX_WATCHDOG_USER', path: ['watchdog', 'user'] },
   { env: 'OUTBOX_WATCHDOG_PASSWORD', path: ['watchdog', 'password'] },
   { env: 'OUTBOX_WATCHDOG_STATEMENT_TIMEOUT_MS', path: ['watchdog', 'statementTimeoutMs'], type: 'number' },
@@ -171,6 +190,10 @@ export const WATCHDOG_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_WATCHDOG_INACTIVE_CRITICAL_MS', path: ['watchdog', 'rules', 'inactiveMs', 'critical'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_WARNING_MS', path: ['watchdog', 'rules', 'stalledMs', 'warning'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_STALLED_CRITICAL_MS', path: ['watchdog', 'rules', 'stalledMs', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_AGE_WARNING_MS', path: ['watchdog', 'rules', 'outboxBacklogAgeMs', 'warning'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_AGE_CRITICAL_MS', path: ['watchdog', 'rules', 'outboxBacklogAgeMs', 'critical'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_WARNING_BYTES', path: ['watchdog', 'rules', 'outboxTableBytes', 'warning'], type: 'number' },
+  { env: 'OUTBOX_WATCHDOG_OUTBOX_CRITICAL_BYTES', path: ['watchdog', 'rules', 'outboxTableBytes', 'critical'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_RESTART_FAILED_CONNECTOR', path: ['watchdog', 'restartFailedConnector'], type: 'boolean' },
   { env: 'OUTBOX_WATCHDOG_METRICS_PORT', path: ['watchdog', 'metricsPort'], type: 'number' },
   { env: 'OUTBOX_WATCHDOG_METRICS_HOST', path: ['watchdog', 'metricsHost'] },

@@ -84,5 +84,17 @@ function report(rt: RelayRuntime, shard: number, keyBlocks: KeyBlocks, records: 
   rt.stats.published += outcome.published.length;
   rt.stats.failed += failed;
   rt.stats.blockedKeys = rt.blocks.reduce((n, b) => n + b.size(), 0);
-  rt.events.emit('relay.batch', { shard, claimed: records.length, bytes: measured.bytes, published: outcome.published.length, failed, claimMs: measured.claimMs, queries: measured.queries, publishedByTopic, failedByTopic });
+  rt.publishHealth.batch(outcome.published.length, failed);
+  rt.events.emit('relay.batch', {
+    shard,
+    claimed: records.length,
+    bytes: measured.bytes,
+    published: outcome.published.length,
+    failed,
+    claimMs: measured.claimMs,
+    queries: measured.queries,
+    publishedByTopic,
+    failedByTopic,
+    blockedKeys: rt.stats.blockedKeys,
+  });
 }

@@ -7,6 +7,7 @@ import { createLogger, type Logger } from '../log';
 import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
 import { checkTable, connectKafka, joinShardGroup, listen } from './connect';
 import { runHousekeeping } from './housekeeping';
+import { createPublishHealth, type PublishHealthVerdict } from './publish-health';
 import { RELAY_EVENT_LEVELS } from './relay-events';
 import type { RelayRuntime } from './runtime';
 import { createSender } from './sender';
@@ -36,7 +37,8 @@ export interface Relay {
   /** Finishes every worker's batch in hand (published rows are marked, nothing is lost), then disconnects. */
   stop(): Promise<void>;
   stats(): Readonly<RelayStats>;
-  health(): { running: boolean; workers: number; listening: boolean };
+  /** For /healthz (relayHealthBody): `publishing` says whether rows still reach Kafka. */
+  health(): { running: boolean; workers: number; listening: boolean; publishing: PublishHealthVerdict };
   /** For /readyz: running, and every shard's last poll worked. */
   ready(): boolean;
   status(): ServiceStatus;
@@ -61,7 +63,7 @@ export function createRelay(options: RelayOptions): Relay {
     settings,
     logger,
     events: createEmitter({ logger, levels: RELAY_EVENT_LEVELS, listeners: [options.onEvent] }),
-    stats: { published: 0, failed: 0, batches: 0, emptyClaims: 0, queries: 0, deleted: 0, lagSeconds: 0, blockedKeys: 0, dbErrors: 0, wakes: 0 },
+    stats: { published: 0, failed: 0, batches: 0, emptyClaims: 0, queries: 0, deleted: 0, lagSeconds: 0, blockedKeys: 0, backlog: 0, backlogCapped: false, dbErrors: 0, wakes: 0 },
     topicFor: options.topicFor ?? topicForReplacement(config.connector.topicReplacement),
     sql: buildRelaySql(config.outbox.schema, config.outbox.table),
     ns: lockNamespaces(config.outbox.schema, config.outbox.table),
@@ -71,6 +73,7 @@ export function createRelay(options: RelayOptions): Relay {
     channel: relayChannel(config.outbox.schema, config.outbox.table),
     blocks: [],
     failing: new Set(),
+    publishHealth: createPublishHealth({ unhealthyAfterMs: settings.unhealthyAfterMs }),
   };
   const sender = createSender(rt);
   let loops: Promise<void>[] = [];
@@ -121,8 +124,17 @@ export function createRelay(options: RelayOptions): Relay {
       return stopping ?? lifecycle.stop();
     },
     stats: () => ({ ...rt.stats, blockedKeys: rt.blocks.reduce((n, b) => n + (b?.size() ?? 0), 0) }),
-    health: () => ({ running: running(), workers: settings.workers, listening: rt.listener?.listening() ?? false }),
+    health: () => ({ running: running(), workers: settings.workers, listening: rt.listener?.listening() ?? false, publishing: rt.publishHealth.verdict() }),
     ready: () => running() && rt.failing.size === 0,
     status: () => lifecycle.status(),
   };
+}
+
+/**
+ * The /healthz answer of a relay: healthy while it runs and rows still reach Kafka, i.e. not every
+ * publish (or every claim) has failed for relay.unhealthyAfterMs (publish-health.ts). An idle relay is healthy.
+ */
+export function relayHealthBody(relay: Pick<Relay, 'health' | 'stats'>): { healthy: boolean; details: Record<string, unknown> } {
+  const h = relay.health();
+  return { healthy: h.running && h.publishing.healthy, details: { ...h, stats: relay.stats() } };
 }

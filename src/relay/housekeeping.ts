@@ -1,13 +1,24 @@
 import type { Pool } from 'pg';
 import { pgCode, runCleanup } from '../db';
 import { repeatUntilAborted } from '../service';
+import { DEFAULT_BACKLOG_CAP, readPending } from '../watchdog/outbox-query';
 import { messageOf, query, type RelayRuntime } from './runtime';
 
-/** The age of the oldest unpublished row (the lag gauge). */
+/**
+ * The age of the oldest unpublished row (the lag gauge) and how many wait, counted up to
+ * DEFAULT_BACKLOG_CAP (one statement, the outbox health query of src/watchdog/outbox-query.ts), and the
+ * keys held back now. A backlog of 0 also ends a publish failure streak (publish-health.ts).
+ */
 async function measureLag(rt: RelayRuntime): Promise<void> {
-  const { rows } = await query<{ seconds: number }>(rt, rt.pool as Pool, rt.sql.lag);
-  rt.stats.lagSeconds = Number(rows[0]?.seconds ?? 0);
-  rt.events.emit('relay.lag', { seconds: rt.stats.lagSeconds, queries: 1 });
+  const { schema, table } = rt.config.outbox;
+  rt.stats.queries++;
+  const pending = await readPending(rt.pool as Pool, { schema, table, backlogCap: DEFAULT_BACKLOG_CAP });
+  rt.stats.lagSeconds = pending.oldestPendingAgeSeconds ?? 0;
+  rt.stats.backlog = pending.pendingRows ?? 0;
+  rt.stats.backlogCapped = pending.pendingCapped;
+  rt.stats.blockedKeys = rt.blocks.reduce((n, b) => n + (b?.active().length ?? 0), 0);
+  rt.publishHealth.backlog(rt.stats.backlog);
+  rt.events.emit('relay.lag', { seconds: rt.stats.lagSeconds, backlog: rt.stats.backlog, backlogCapped: rt.stats.backlogCapped, blockedKeys: rt.stats.blockedKeys, queries: 1 });
 }
 
 /** Deletes published rows past retention (runCleanup). */

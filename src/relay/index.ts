@@ -1,4 +1,5 @@
-export { createRelay, type Relay, type RelayOptions } from './create-relay';
+export { createRelay, relayHealthBody, type Relay, type RelayOptions } from './create-relay';
+export { createPublishHealth, type PublishHealth, type PublishHealthVerdict } from './publish-health';
 export { createRelayMetrics, type RelayMetrics } from './metrics';
 export type { RelayStats, RelayEventName, RelayEventListener } from './types';
 export type { RelayConfig } from '../config/relay-schema';

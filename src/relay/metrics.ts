@@ -29,6 +29,8 @@ export function createRelayMetrics(registry: Registry = new Registry()): RelayMe
     registers,
   });
   const lag = new Gauge({ name: 'outbox_relay_lag_seconds', help: 'Age of the oldest unpublished outbox row.', registers });
+  const backlog = new Gauge({ name: 'outbox_relay_backlog_rows', help: 'Unpublished outbox rows (all instances), counted up to 10,000: a value of 10,000 means at least that many.', registers });
+  const blocked = new Gauge({ name: 'outbox_relay_blocked_keys', help: 'Aggregates this instance holds back after a failed publish, until their backoff ends.', registers });
   const queries = new Counter({ name: 'outbox_relay_queries_total', help: 'Statements sent to PostgreSQL by the relay (its database load).', registers });
   const deleted = new Counter({ name: 'outbox_relay_deleted_total', help: 'Published rows deleted after the retention period.', registers });
   const dbErrors = new Counter({ name: 'outbox_relay_db_errors_total', help: 'Claim transactions that failed on the database side and were retried.', registers });
@@ -45,8 +47,11 @@ export function createRelayMetrics(registry: Registry = new Registry()): RelayMe
         if (typeof data.claimed === 'number' && data.claimed > 0) batch.observe(data.claimed);
         if (typeof data.bytes === 'number') batchBytes.observe(data.bytes);
         if (typeof data.claimMs === 'number') claim.observe(data.claimMs / 1000);
+        if (typeof data.blockedKeys === 'number') blocked.set(data.blockedKeys);
       } else if (name === 'relay.lag' && typeof data.seconds === 'number') {
         lag.set(data.seconds);
+        if (typeof data.backlog === 'number') backlog.set(data.backlog);
+        if (typeof data.blockedKeys === 'number') blocked.set(data.blockedKeys);
       } else if (name === 'relay.cleanup' && typeof data.deleted === 'number') {
         deleted.inc(data.deleted);
       } else if (name === 'relay.db-error') {

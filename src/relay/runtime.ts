@@ -8,6 +8,7 @@ import type { BackoffSettings } from '../retry';
 import type { Emitter } from '../service';
 import type { KeyBlocks } from './key-blocks';
 import type { Listener } from './listen';
+import type { PublishHealth } from './publish-health';
 import type { RelayOptions } from './create-relay';
 import type { RelaySql } from './sql';
 import type { RelayEventName, RelayStats } from './types';
@@ -32,6 +33,8 @@ export interface RelayRuntime {
   readonly blocks: KeyBlocks[];
   /** Shards whose last poll failed (a database error, or every publish of the batch failed). */
   readonly failing: Set<number>;
+  /** Since when nothing publishes (/healthz). */
+  readonly publishHealth: PublishHealth;
   pool?: Pool;
   member?: Client;
   kafka?: Kafka;

@@ -30,8 +30,6 @@ export interface RelaySql {
   mark: string;
   /** $1 retention in ms, $2 batch size: deletes at most one batch of published rows older than retention. */
   cleanup: string;
-  /** Seconds since the oldest unpublished row was created; 0 when there is none. */
-  lag: string;
   /** $1 membership namespace, $2 workers: a session-level shared lock that says "an instance with N workers runs". */
   join: string;
   /** $1 membership namespace: the shard counts of every running instance on this database and table. */
@@ -87,7 +85,6 @@ export function buildRelaySql(schema: string, table: string): RelaySql {
     cleanup:
       `DELETE FROM ${t} WHERE id IN (SELECT id FROM ${t} ` +
       "WHERE published_at < now() - $1::float8 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)",
-    lag: `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS seconds FROM ${t} WHERE published_at IS NULL`,
     join: 'SELECT pg_advisory_lock_shared(hashtext($1), $2)',
     members:
       'SELECT DISTINCT objid::bigint AS workers FROM pg_locks ' +

@@ -16,6 +16,9 @@ export interface RelayStats {
   lagSeconds: number;
   /** Aggregates currently held back after a failed publish. */
   blockedKeys: number;
+  /** Unpublished rows at the last measurement (every instance's), counted up to 10,000 (backlogCapped). */
+  backlog: number;
+  backlogCapped: boolean;
   /** Claim transactions that failed on the database side (rolled back, retried). */
   dbErrors: number;
   /** Notifications (and LISTEN reconnects) that woke the idle workers (relay.notify). */

@@ -26,6 +26,7 @@ export async function runWorker(rt: RelayRuntime, sender: Sender, shard: number,
       const { claimed, full, allFailed } = await claimBatch(rt, sender, shard, keyBlocks, idle);
       idle = claimed === 0;
       dbFailures = 0;
+      rt.publishHealth.claimOk();
       sendFailures = allFailed ? sendFailures + 1 : 0;
       if (allFailed) rt.failing.add(shard);
       else rt.failing.delete(shard);
@@ -41,6 +42,7 @@ export async function runWorker(rt: RelayRuntime, sender: Sender, shard: number,
       dbFailures++;
       rt.stats.dbErrors++;
       rt.failing.add(shard);
+      rt.publishHealth.claimFailed();
       wait = backoffDelay(dbFailures, rt.backoff, rt.random);
       wakeable = false;
       rt.events.emit('relay.db-error', { shard, code: pgCode(error), error: messageOf(error), retryInMs: wait });

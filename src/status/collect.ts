@@ -4,6 +4,7 @@ import type { Logger } from '../log';
 import { topicNames } from '../topics';
 import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { describeError, maskUrl, withTimeout } from './format';
+import { DEFAULT_OUTBOX_WARN_AGE_MS, DEFAULT_OUTBOX_WARN_BYTES, readOutboxTable } from './outbox-table';
 import { DEFAULT_PARKED_LIMIT, readParked } from './parked';
 import { readConnector, readDlq, readGroups, readSlots, readStack, readWatchdog, sharedAdmin, watchdogBase } from './sections';
 import type { Section, StatusReport } from './types';
@@ -40,6 +41,12 @@ export interface StatusOptions {
   parkedWarnKeys?: number;
   /** …or when the oldest was parked longer ago than this (ms); default: no age rule. */
   parkedWarnAgeMs?: number;
+  /** The outbox's oldest waiting row older than this (ms) is a warning; default 15 minutes. */
+  outboxWarnAgeMs?: number;
+  /** The outbox table larger than this (bytes, indexes included) is a warning; default 1 GiB. */
+  outboxWarnBytes?: number;
+  /** More waiting outbox rows than this is a warning; default: no such rule. */
+  outboxWarnPending?: number;
   logger?: Logger;
 }
 
@@ -90,7 +97,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
   const db = config.database;
   const dbHint = `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`;
   try {
-    const [stack, connector, slots, consumerGroups, dlq, parked, watchdog] = await Promise.all([
+    const [stack, connector, slots, consumerGroups, dlq, parked, outboxTable, watchdog] = await Promise.all([
       section('stack', timeoutMs, 'Run `outbox stack status` for details.', log, () => readStack(config)),
       section(
         'connector',
@@ -103,10 +110,22 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       section('consumerGroups', timeoutMs, kafkaHint, log, async () => readGroups(await admin.get(), groups, topics)),
       section('dlq', timeoutMs, kafkaHint, log, async () => readDlq(await admin.get(), dlqTopics)),
       section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
+      section('outboxTable', timeoutMs, dbHint, log, () => readOutboxTable(config, timeoutMs)),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
     ]);
-    const options_ = { timeoutMs, parkedLimit, lagWarn, parkedWarnKeys: options.parkedWarnKeys ?? 0, parkedWarnAgeMs: options.parkedWarnAgeMs ?? null, groups, groupsGiven };
-    const sections = { stack, connector, slots, consumerGroups, dlq, parked, watchdog };
+    const options_ = {
+      timeoutMs,
+      parkedLimit,
+      lagWarn,
+      parkedWarnKeys: options.parkedWarnKeys ?? 0,
+      parkedWarnAgeMs: options.parkedWarnAgeMs ?? null,
+      groups,
+      groupsGiven,
+      outboxWarnAgeMs: options.outboxWarnAgeMs ?? DEFAULT_OUTBOX_WARN_AGE_MS,
+      outboxWarnBytes: options.outboxWarnBytes ?? DEFAULT_OUTBOX_WARN_BYTES,
+      outboxWarnPending: options.outboxWarnPending ?? null,
+    };
+    const sections = { stack, connector, slots, consumerGroups, dlq, parked, outboxTable, watchdog };
     if (connector.ok) connector.url = maskUrl(connector.url);
     // The deployed connector's own slot.name wins over the configured one (as in connector:status).
     if (connector.ok && slots.ok && connector.slotName && connector.slotName !== slots.slotName) {

@@ -1,4 +1,5 @@
 import Table from 'cli-table3';
+import { formatDuration as formatAge } from '../watchdog/slot-lag-rules';
 import { formatBytes, formatDuration } from './format';
 import type { Level, Section, StatusReport } from './types';
 
@@ -138,6 +139,32 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
     blocks.push(
       `Parked keys (${parked.table}; ${parked.totalKeys} key${parked.totalKeys === 1 ? '' : 's'}, ${parked.totalEvents} event${parked.totalEvents === 1 ? '' : 's'}; the most events first)\n` +
         `${table(['consumer', 'aggregate type', 'key', 'events', 'head event (replay first)', 'head error', 'since'], rows)}${more}`,
+    );
+  }
+
+  // Outbox table
+  const { outboxTable: ot } = status;
+  if (!ot.ok) blocks.push(unreachable('Outbox table', ot) as string);
+  else if (!ot.provisioned) blocks.push(`Outbox table (${ot.table})\n  table not there: the database is not provisioned (\`outbox db:provision\`)`);
+  else {
+    const o = status.options;
+    const ageMs = ot.oldestPendingAgeSeconds === null ? null : ot.oldestPendingAgeSeconds * 1000;
+    const waiting =
+      ot.pendingError !== null
+        ? state('unreadable', 'warn')
+        : `${ot.pendingCapped ? '≥ ' : ''}${ot.pendingRows ?? '-'}${ot.pendingRows ? `, the oldest ${state(formatAge(ageMs), ageMs !== null && ageMs > o.outboxWarnAgeMs ? 'warn' : 'good')} old` : ''}`;
+    const rows = [
+      ['size (with indexes)', state(formatBytes(ot.totalBytes), ot.totalBytes !== null && ot.totalBytes > o.outboxWarnBytes ? 'warn' : 'good')],
+      ['rows (estimate)', String(ot.estimatedRows ?? '-')],
+      ['dead tuples', String(ot.deadTuples ?? '-')],
+      ['last autovacuum', ot.lastAutovacuum ?? 'never'],
+      ['last vacuum', ot.lastVacuum ?? 'never'],
+      ['published_at IS NULL', waiting],
+    ];
+    blocks.push(
+      `Outbox table (${ot.table}; warning: oldest waiting row over ${formatDuration(o.outboxWarnAgeMs)}, size over ${formatBytes(o.outboxWarnBytes)}` +
+        `${o.outboxWarnPending === null ? '' : `, over ${o.outboxWarnPending} waiting rows`})\n${rows.map(([k, v]) => `  ${(k as string).padEnd(22)}${v}`).join('\n')}` +
+        (ot.pendingError ? `\n  ${ot.pendingError}` : ''),
     );
   }
 

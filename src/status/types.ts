@@ -154,6 +154,32 @@ export interface ParkedData {
   keys: ParkedKey[];
 }
 
+/** The outbox table's health: one projection of the outbox sample (src/watchdog/outbox-query.ts). */
+export interface OutboxTableData {
+  /** `schema.table` as configured. */
+  table: string;
+  /** False when the table does not exist (the database is not provisioned): every value is null. */
+  provisioned: boolean;
+  /** pg_stat_user_tables.n_live_tup: an estimate. */
+  estimatedRows: number | null;
+  /** pg_total_relation_size: heap, indexes and TOAST. */
+  totalBytes: number | null;
+  deadTuples: number | null;
+  /** ISO 8601; null when never. */
+  lastAutovacuum: string | null;
+  lastVacuum: string | null;
+  /**
+   * Age of the oldest row with published_at IS NULL, seconds (0: none). With the polling relay the
+   * oldest unpublished event; with CDC, which never sets published_at, the oldest row not cleaned up yet.
+   */
+  oldestPendingAgeSeconds: number | null;
+  /** Rows with published_at IS NULL, counted up to 10,000 (pendingCapped: at least that many). */
+  pendingRows: number | null;
+  pendingCapped: boolean;
+  /** Why the waiting rows could not be read; null when they were. */
+  pendingError: string | null;
+}
+
 export interface WatchdogData {
   url: string;
   running: boolean;
@@ -181,6 +207,12 @@ export interface StatusReport {
     groups: string[];
     /** Whether --group named the groups (a missing named group is a warning) or the default was used. */
     groupsGiven: boolean;
+    /** The outbox's oldest waiting row older than this is a warning (--outbox-warn-age-ms). */
+    outboxWarnAgeMs: number;
+    /** The outbox table larger than this is a warning (--outbox-warn-bytes). */
+    outboxWarnBytes: number;
+    /** More waiting rows than this is a warning (--outbox-warn-pending); null: no such rule. */
+    outboxWarnPending: number | null;
   };
   stack: Section<StackData>;
   connector: Section<ConnectorData>;
@@ -188,8 +220,9 @@ export interface StatusReport {
   consumerGroups: Section<GroupsData>;
   dlq: Section<DlqData>;
   parked: Section<ParkedData>;
+  outboxTable: Section<OutboxTableData>;
   watchdog: Section<WatchdogData>;
 }
 
-export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog';
-export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'watchdog'];
+export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'outboxTable' | 'watchdog';
+export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'outboxTable', 'watchdog'];

@@ -1,10 +1,13 @@
-import { formatDuration } from './format';
+import { formatDuration as formatAge } from '../watchdog/slot-lag-rules';
+import { formatBytes, formatDuration } from './format';
 import type { Level, StatusReport, Verdict } from './types';
 
 /** What the verdict is computed from: the sections and the thresholds, not the verdict itself. */
-export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog'> & {
-  options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'> & Partial<Pick<StatusReport['options'], 'parkedWarnKeys' | 'parkedWarnAgeMs'>>;
-};
+export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog'> &
+  Partial<Pick<StatusReport, 'outboxTable'>> & {
+    options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'> &
+      Partial<Pick<StatusReport['options'], 'parkedWarnKeys' | 'parkedWarnAgeMs' | 'outboxWarnAgeMs' | 'outboxWarnBytes' | 'outboxWarnPending'>>;
+  };
 
 const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
   stack: 'stack',
@@ -13,6 +16,7 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
   consumerGroups: 'consumer groups',
   dlq: 'DLQ',
   parked: 'parked keys',
+  outboxTable: 'outbox table',
   watchdog: 'watchdog',
 };
 
@@ -25,8 +29,10 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
  *   ready; another logical slot inactive; wal_status `extended`; a group's lag on a topic over
  *   --lag-warn; a group named by --group that does not exist; a DLQ topic holding records; a DLQ
  *   topic whose retention.ms is not -1 (dead letters expire unseen); parked keys (more than
- *   --parked-warn-keys, default 0, or the oldest older than --parked-warn-age-ms); the watchdog
- *   reporting firing alerts or an unhealthy /healthz.
+ *   --parked-warn-keys, default 0, or the oldest older than --parked-warn-age-ms); the outbox table's
+ *   oldest waiting row older than --outbox-warn-age-ms (default 15 min), the table larger than
+ *   --outbox-warn-bytes (default 1 GiB), more waiting rows than --outbox-warn-pending (default: no
+ *   rule), or its waiting rows unreadable; the watchdog reporting firing alerts or an unhealthy /healthz.
  */
 export function computeVerdict(input: VerdictInput): Verdict {
   const reasons: Verdict['reasons'] = [];
@@ -35,7 +41,7 @@ export function computeVerdict(input: VerdictInput): Verdict {
 
   for (const [key, label] of Object.entries(SECTION_LABELS) as Array<[keyof typeof SECTION_LABELS, string]>) {
     const section = input[key];
-    if (!section.ok) warning(`${label}: could not be checked (${firstSentence(section.error)})`);
+    if (section && !section.ok) warning(`${label}: could not be checked (${firstSentence(section.error)})`);
   }
 
   const { stack, connector, slots, consumerGroups, dlq, parked, watchdog } = input;
@@ -101,6 +107,25 @@ export function computeVerdict(input: VerdictInput): Verdict {
       `${parked.totalKeys} key${parked.totalKeys === 1 ? '' : 's'} parked in ${parked.table} (${parked.totalEvents} event${parked.totalEvents === 1 ? '' : 's'}` +
         `${parked.oldestSince ? `, the longest since ${parked.oldestSince}` : ''}${over}): their events go to the DLQ until \`outbox dlq:replay\` applies them`,
     );
+  }
+
+  const outbox = input.outboxTable;
+  if (outbox?.ok && outbox.provisioned) {
+    const { outboxWarnAgeMs, outboxWarnBytes, outboxWarnPending } = input.options;
+    const age = outbox.oldestPendingAgeSeconds;
+    if (outbox.pendingError) warning(`outbox table ${outbox.table}: the waiting rows could not be read (${outbox.pendingError})`);
+    if (age !== null && outboxWarnAgeMs !== undefined && age * 1000 > outboxWarnAgeMs) {
+      warning(
+        `outbox table ${outbox.table}: the oldest row with published_at IS NULL is ${formatAge(age * 1000)} old (over --outbox-warn-age-ms ${outboxWarnAgeMs}): ` +
+          'the relay is not publishing it, or (CDC) published rows are not being cleaned up',
+      );
+    }
+    if (outbox.totalBytes !== null && outboxWarnBytes !== undefined && outbox.totalBytes > outboxWarnBytes) {
+      warning(`outbox table ${outbox.table} takes ${formatBytes(outbox.totalBytes)} with its indexes (over --outbox-warn-bytes ${outboxWarnBytes})`);
+    }
+    if (outbox.pendingRows !== null && outboxWarnPending !== undefined && outboxWarnPending !== null && outbox.pendingRows > outboxWarnPending) {
+      warning(`outbox table ${outbox.table}: ${outbox.pendingCapped ? 'at least ' : ''}${outbox.pendingRows} rows with published_at IS NULL (over --outbox-warn-pending ${outboxWarnPending})`);
+    }
   }
 
   if (watchdog.ok && watchdog.running) {

@@ -5,11 +5,14 @@
  * slot that disappears (its firing alerts end with status `dropped`; a slot listed in
  * `watchdog.slots`, or with that list empty the connector's own slot, that is missing fires
  * SlotMissing). PublicationDrift is judged on the connector's slot, so it also ends as `dropped` when
- * the slot goes (SlotMissing then takes over).
+ * the slot goes (SlotMissing then takes over). The outbox rules (outbox-rules.ts) are judged once per
+ * poll on the outbox sample, with no slot, when the watchdog samples the outbox (watchdog.watchOutbox).
  */
 import { createHash } from 'node:crypto';
 import { PUBLICATION_FIX, type PublicationCheck } from '../connector/publication-check';
 import { initialAlertState, step, type AlertEvent, type AlertState, type Level, type Severity } from './alert-state';
+import type { OutboxTableSample } from './outbox-query';
+import { OUTBOX_RULES, evaluateOutboxRule, outboxValues } from './outbox-rules';
 import { SLOT_RULES, evaluateSlotRule, ruleHoldForMs, type RuleName, type WatchdogConfig } from './slot-lag-rules';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus, TrackedSample } from './slot-tracker';
@@ -54,8 +57,11 @@ export interface AlertStatusRow {
 }
 
 export interface AlertEngine {
-  /** After a successful poll; `publication` when the connector's slot exists in the watched database. */
-  evaluate(sample: TrackedSample, settings: ServerSettings | null, publication?: PublicationCheck): AlertNotification[];
+  /**
+   * After a successful poll; `publication` when the connector's slot exists in the watched database,
+   * `outbox` when the outbox table was sampled (watchdog.watchOutbox).
+   */
+  evaluate(sample: TrackedSample, settings: ServerSettings | null, publication?: PublicationCheck, outbox?: OutboxTableSample): AlertNotification[];
   /** After a failed poll: `reason` names the failure and the fix. */
   pollFailed(reason: string, details?: AlertValues): AlertNotification[];
   /** Alerts firing now, as notifications (Alertmanager re-posts them). */
@@ -170,7 +176,7 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
   };
 
   return {
-    evaluate(sample, settings, publication) {
+    evaluate(sample, settings, publication, outbox) {
       const out: AlertNotification[] = [];
       failures = 0;
       judge(null, 'WatchdogDatabaseUnreachable', 'ok', `The watchdog reaches PostgreSQL (${cluster}).`, {}, out);
@@ -221,6 +227,13 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
           { publication: publication.publication, pubinsert: publication.pubinsert, tablePublished: publication.tablePublished, rowFilter: publication.rowFilter },
           out,
         );
+      }
+      if (outbox) {
+        const values = outboxValues(outbox);
+        for (const rule of OUTBOX_RULES) {
+          const verdict = evaluateOutboxRule(rule, outbox, config, alerts.get(keyOf(null, rule))?.state.level ?? 'ok');
+          judge(null, rule, verdict.level, verdict.summary, values, out);
+        }
       }
       return out;
     },

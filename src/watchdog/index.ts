@@ -2,6 +2,8 @@ export { createWatchdog, watchdogHealthBody, describePollError, type Watchdog, t
 export { createAlertEngine, dedupKey, type AlertEngine, type AlertNotification, type AlertStatusRow, type NotificationStatus, type SlotRef } from './alert-engine';
 export { step, thresholdLevel, initialAlertState, type AlertState, type Level, type Severity, type AlertEvent, type Timing } from './alert-state';
 export { SLOT_RULES, evaluateSlotRule, retainedThresholds, type RuleName, type SlotRuleName, type WatchdogConfig } from './slot-lag-rules';
+export { sampleOutbox, readPending, outboxStatsSql, outboxPendingSql, DEFAULT_BACKLOG_CAP, type OutboxTableSample, type SampleOutboxOptions } from './outbox-query';
+export { OUTBOX_RULES, evaluateOutboxRule, type OutboxRuleName } from './outbox-rules';
 export { slotQuerySql, parseSlotRows, readSlots, sampleSlots, readSettings, SETTINGS_SQL, type SlotRow, type SlotSample, type ServerSettings } from './slot-query';
 export { createSlotTracker, etaInvalidationMs, etaDiskBudgetMs, projectMs, rateOver, type SlotStatus, type TrackedSample, type SlotTracker } from './slot-tracker';
 export { genericPayload, slackPayload, alertmanagerPayload, WEBHOOK_SCHEMA, type AlertmanagerAlert } from './payloads';

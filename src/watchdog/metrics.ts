@@ -2,12 +2,15 @@
  * Prometheus metrics of the watchdog. Where postgres_exporter (v0.20, collector replication_slots)
  * has the same quantity, the name is the same (`pg_replication_slots_*`, `pg_settings_*`), so
  * dashboards and rules carry over; the rest is `outbox_watchdog_*`. Labels: `cluster`, `slot_name`,
- * `slot_type`, `database`. Series of a slot that disappears are removed.
+ * `slot_type`, `database`. Series of a slot that disappears are removed. The outbox table's gauges
+ * (`outbox_table_*`, `outbox_oldest_pending_age_seconds`; labels `cluster`, `table`) come from the
+ * outbox sample (outbox-query.ts) when watchdog.watchOutbox is on; a value not read is removed, not kept stale.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { LEVEL_RANK } from './alert-state';
 import type { OutboxCleanupRun } from '../cleanup';
 import type { AlertStatusRow } from './alert-engine';
+import type { OutboxTableSample } from './outbox-query';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus, TrackedSample } from './slot-tracker';
 
@@ -15,6 +18,8 @@ export interface WatchdogMetrics {
   registry: Registry;
   recordPoll(ok: boolean, durationMs: number, sample?: TrackedSample, settings?: ServerSettings | null): void;
   recordAlerts(rows: AlertStatusRow[]): void;
+  /** After each poll that sampled the outbox; `undefined` when its sampling failed. */
+  recordOutbox(sample: OutboxTableSample | undefined): void;
   recordDelivery(receiver: string, outcome: 'delivered' | 'retry' | 'failed' | 'dropped'): void;
   setQueue(pending: Record<string, number>): void;
   /** One outbox cleanup run (watchdog.outboxCleanup); null when it failed. */
@@ -53,6 +58,18 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
   const connectorRestarts = new Counter({ name: 'outbox_watchdog_connector_restarts_total', help: 'FAILED connector instances or tasks restarted by --restart-failed-connector.', labelNames: ['connector'], registers });
   const deliveries = new Counter({ name: 'outbox_watchdog_deliveries_total', help: 'Notification deliveries by receiver and outcome (delivered, retry, failed, dropped).', labelNames: ['receiver', 'outcome'], registers });
   const queue = g('outbox_watchdog_delivery_queue', 'Notifications waiting per receiver.', ['receiver']);
+  const outboxGauges: Array<[Gauge, (s: OutboxTableSample) => number | null]> = [
+    [g('outbox_table_rows', 'Estimated rows of the outbox table (pg_stat_user_tables.n_live_tup).', ['cluster', 'table']), (s) => s.estimatedRows],
+    [g('outbox_table_bytes', 'Size of the outbox table with its indexes and TOAST (pg_total_relation_size), bytes.', ['cluster', 'table']), (s) => s.totalBytes],
+    [g('outbox_table_dead_tuples', 'Dead tuples of the outbox table (n_dead_tup): deleted or updated rows autovacuum has not removed yet.', ['cluster', 'table']), (s) => s.deadTuples],
+    [g('outbox_table_last_autovacuum_timestamp_seconds', 'When autovacuum last vacuumed the outbox table (unix time; absent when never).', ['cluster', 'table']), (s) => (s.lastAutovacuumMs === null ? null : s.lastAutovacuumMs / 1000)],
+    [g('outbox_table_last_vacuum_timestamp_seconds', 'When the outbox table was last vacuumed by hand (unix time; absent when never).', ['cluster', 'table']), (s) => (s.lastVacuumMs === null ? null : s.lastVacuumMs / 1000)],
+    [
+      g('outbox_oldest_pending_age_seconds', 'Age of the oldest outbox row with published_at IS NULL (relay: unpublished; CDC: not cleaned up yet); 0 when none.', ['cluster', 'table']),
+      (s) => s.oldestPendingAgeSeconds,
+    ],
+  ];
+  let outboxLabels: Record<string, string> | null = null;
 
   const cleanupRuns = new Counter({ name: 'outbox_cleanup_runs_total', help: 'Outbox cleanup runs under CDC by outcome (ok, no_slot, failed).', labelNames: ['cluster', 'outcome'], registers });
   const cleanupDeleted = new Counter({ name: 'outbox_cleanup_deleted_rows_total', help: 'Outbox rows deleted by the cleanup after the connector slot confirmed them.', labelNames: ['cluster'], registers });
@@ -98,6 +115,16 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
       cleanupDeleted.inc({ cluster }, run.deleted);
       cleanupLastSuccess.set({ cluster }, Date.now() / 1000);
       if (run.safeTakenAt) cleanupSafeMark.set({ cluster }, Date.parse(run.safeTakenAt) / 1000);
+    },
+    recordOutbox(sample) {
+      if (outboxLabels && (!sample || outboxLabels.table !== sample.table)) for (const [gauge] of outboxGauges) gauge.remove(outboxLabels);
+      outboxLabels = sample ? { cluster, table: sample.table } : null;
+      if (!sample || !outboxLabels) return;
+      for (const [gauge, value] of outboxGauges) {
+        const v = sample.present ? value(sample) : null;
+        if (v === null || Number.isNaN(v)) gauge.remove(outboxLabels);
+        else gauge.set(outboxLabels, v);
+      }
     },
     recordAlerts(rows) {
       alertState.reset();

@@ -5,6 +5,7 @@
 import Table from 'cli-table3';
 import { LEVEL_RANK, type Level } from './alert-state';
 import type { AlertStatusRow } from './alert-engine';
+import type { OutboxTableSample } from './outbox-query';
 import { formatBytes, formatDuration } from './slot-lag-rules';
 import type { TrackedSample } from './slot-tracker';
 
@@ -17,7 +18,7 @@ export function exitCodeFor(pollOk: boolean, statuses: readonly AlertStatusRow[]
   return worst === 'critical' ? EXIT_CODES.CRITICAL : worst === 'warning' ? EXIT_CODES.WARNING : EXIT_CODES.OK;
 }
 
-export function renderOnce(cluster: string, sample: TrackedSample | undefined, statuses: readonly AlertStatusRow[], error?: string): string {
+export function renderOnce(cluster: string, sample: TrackedSample | undefined, statuses: readonly AlertStatusRow[], error?: string, outbox?: OutboxTableSample): string {
   const code = exitCodeFor(!error, statuses);
   const label = Object.entries(EXIT_CODES).find(([, v]) => v === code)?.[0] ?? 'UNKNOWN';
   const lines: string[] = [];
@@ -42,6 +43,10 @@ export function renderOnce(cluster: string, sample: TrackedSample | undefined, s
       ]);
     }
     lines.push(table.toString());
+  }
+  if (outbox?.present) {
+    const age = outbox.oldestPendingAgeSeconds === null ? `unreadable (${outbox.pendingError ?? 'unknown'})` : formatDuration(outbox.oldestPendingAgeSeconds * 1000);
+    lines.push(`outbox ${outbox.table}: ${formatBytes(outbox.totalBytes)} with indexes, ~${outbox.estimatedRows ?? '?'} rows, ${outbox.deadTuples ?? '?'} dead; oldest row with published_at IS NULL: ${age}`);
   }
   for (const r of statuses.filter((x) => x.level !== 'ok')) lines.push(`${r.level.toUpperCase()} ${r.rule}${r.slot ? ` [${r.slot}]` : ''}: ${r.summary}`);
   return lines.join('\n') + '\n';

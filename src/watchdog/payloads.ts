@@ -16,7 +16,7 @@ const EMOJI: Record<string, string> = { critical: ':red_circle:', warning: ':lar
 export function slackPayload(n: AlertNotification, runbookUrl: string): { text: string; blocks: unknown[] } {
   const state = n.status === 'firing' ? n.severity.toUpperCase() : n.status.toUpperCase();
   const icon = n.status === 'firing' ? EMOJI[n.severity] : EMOJI[n.status];
-  const where = n.slot ? `slot \`${n.slot.name}\` on ${n.cluster}` : n.cluster;
+  const where = n.slot ? `slot \`${n.slot.name}\` on ${n.cluster}` : typeof n.values.table === 'string' ? `table \`${n.values.table}\` on ${n.cluster}` : n.cluster;
   const title = `${icon} [${state}] ${n.rule} — ${where}`;
   const facts = Object.entries(n.values)
     .filter(([, v]) => v !== null)
@@ -56,6 +56,8 @@ export function alertmanagerPayload(notifications: AlertNotification[], runbookU
         if (n.slot.database) l.database = n.slot.database;
         if (n.slot.type) l.slot_type = n.slot.type;
       }
+      // The outbox rules judge a table, not a slot.
+      if (typeof n.values.table === 'string') l.table = n.values.table;
       return l;
     };
     const annotations = { summary: n.summary, runbook_url: runbookUrl, ...(n.status === 'dropped' ? { ended_because: 'slot_dropped' } : {}) };

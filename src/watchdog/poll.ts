@@ -9,6 +9,7 @@ import type { Emitter } from '../service';
 import type { AlertEngine, AlertNotification } from './alert-engine';
 import type { Deliverer } from './deliver';
 import type { WatchdogMetrics } from './metrics';
+import { sampleOutbox, type OutboxTableSample } from './outbox-query';
 import { describePollError } from './poll-error';
 import { readSettings, readSlots, type ServerSettings } from './slot-query';
 import type { SlotTracker, TrackedSample } from './slot-tracker';
@@ -19,6 +20,8 @@ export interface PollResult {
   durationMs: number;
   sample?: TrackedSample;
   settings?: ServerSettings | null;
+  /** The outbox table's sample, when watchdog.watchOutbox is on and it could be read. */
+  outbox?: OutboxTableSample;
   error?: OutboxError;
   notifications: AlertNotification[];
 }
@@ -57,22 +60,50 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
   let settingsAt = 0;
   let lastAmResend = ctx.now();
 
-  async function read(client: PoolClient): Promise<{ sample: TrackedSample; pub?: PublicationCheck }> {
+  type Read = { sample: TrackedSample; pub?: PublicationCheck; outbox?: OutboxTableSample };
+  /** The last outbox sampling problem logged: logged again only when it changes. */
+  let outboxProblem: string | null = null;
+
+  /**
+   * The outbox's health is secondary to the slots: a failure to sample it (a statement timeout, a
+   * missing grant) is logged and leaves its alerts as they are, and never fails the poll.
+   */
+  async function readOutbox(client: PoolClient): Promise<OutboxTableSample | undefined> {
+    const { schema, table } = ctx.config.outbox;
+    let outbox: OutboxTableSample | undefined;
+    let problem: string | null;
+    try {
+      outbox = await sampleOutbox(client, { schema, table });
+      problem = !outbox.present ? `outbox table ${outbox.table} does not exist` : outbox.pendingError;
+    } catch (e) {
+      if (!pgCode(e)) throw e;
+      problem = (e as Error).message;
+    }
+    if (problem !== outboxProblem) {
+      if (problem) ctx.log?.warn({ table: `${schema}.${table}` }, `watchdog: outbox health not fully sampled: ${problem} (watchdog.watchOutbox=false turns the sampling off)`);
+      else if (outboxProblem) ctx.log?.info({ table: `${schema}.${table}` }, 'watchdog: outbox health sampled again');
+      outboxProblem = problem;
+    }
+    return outbox;
+  }
+
+  async function read(client: PoolClient): Promise<Read> {
     if (!settings || ctx.now() - settingsAt > SETTINGS_REFRESH_MS) {
       settings = await readSettings(client);
       settingsAt = ctx.now();
     }
     const sample = ctx.tracker.track(await readSlots(client, settings.versionNum), settings);
+    const outbox = wd.watchOutbox ? await readOutbox(client) : undefined;
     const slot = ctx.config.connector.slotName;
     // The publication only matters while the connector's slot decodes this database.
     if (wd.watchConnector && sample.slots.some((s) => s.slotName === slot && s.database === ctx.database.database)) {
       const { publication, schema, table } = ctx.config.outbox;
-      return { sample, pub: await checkPublication(client, { publication, schema, table }) };
+      return { sample, outbox, pub: await checkPublication(client, { publication, schema, table }) };
     }
-    return { sample };
+    return { sample, outbox };
   }
 
-  async function sampleSlots(): Promise<{ sample: TrackedSample; pub?: PublicationCheck }> {
+  async function sampleSlots(): Promise<Read> {
     let client;
     try {
       client = await ctx.pool.connect();
@@ -110,11 +141,13 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     const started = performance.now();
     let notifications: AlertNotification[];
     let sample: TrackedSample | undefined;
+    let outbox: OutboxTableSample | undefined;
     let error: OutboxError | undefined;
     try {
       const read = await sampleSlots();
       sample = read.sample;
-      notifications = ctx.engine.evaluate(sample, settings, read.pub);
+      outbox = read.outbox;
+      notifications = ctx.engine.evaluate(sample, settings, read.pub, outbox);
       Object.assign(state, { consecutiveFailures: 0, lastPollOk: true, lastSuccessAt: ctx.now(), slots: sample.slots.length });
     } catch (e) {
       error = describePollError(e, ctx.target, ctx.database.user);
@@ -127,11 +160,12 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     }
     const durationMs = performance.now() - started;
     ctx.metrics.recordPoll(!error, durationMs, sample, settings);
+    if (wd.watchOutbox && !error) ctx.metrics.recordOutbox(outbox);
     ctx.metrics.recordAlerts(ctx.engine.statuses());
     deliver(notifications);
     ctx.metrics.setQueue(ctx.deliverer.pending());
     ctx.events.emit('watchdog.poll', { ok: !error, durationMs, slots: sample?.slots.length ?? null, notifications: notifications.length });
-    return { ok: !error, durationMs, sample, settings, error, notifications };
+    return { ok: !error, durationMs, sample, settings, outbox, error, notifications };
   }
 
   return { pollOnce, state };

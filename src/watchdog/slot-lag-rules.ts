@@ -4,6 +4,7 @@
  */
 import type { OutboxConfig } from '../config';
 import { thresholdLevel, type Level } from './alert-state';
+import type { OutboxRuleName } from './outbox-rules';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus } from './slot-tracker';
 
@@ -19,7 +20,7 @@ export const SLOT_RULES = [
   'SlotConsumerStalled',
 ] as const;
 export type SlotRuleName = (typeof SLOT_RULES)[number];
-export type RuleName = SlotRuleName | 'SlotMissing' | 'PublicationDrift' | 'WatchdogDatabaseUnreachable';
+export type RuleName = SlotRuleName | OutboxRuleName | 'SlotMissing' | 'PublicationDrift' | 'WatchdogDatabaseUnreachable';
 
 export interface RuleContext {
   config: WatchdogConfig;
@@ -79,6 +80,10 @@ export function ruleHoldForMs(rule: RuleName, config: WatchdogConfig): number {
       return r.stalledForMs;
     case 'PublicationDrift':
       return r.publicationDriftForMs;
+    case 'OutboxBacklogAge':
+      return r.outboxBacklogAgeForMs;
+    case 'OutboxTableSize':
+      return r.outboxTableSizeForMs;
     default:
       return 0;
   }

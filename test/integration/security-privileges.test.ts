@@ -126,6 +126,13 @@ describe('the monitoring role (watchdog)', () => {
     });
   });
 
+  it('reads of the outbox only created_at and published_at (the outbox health query), never payloads or keys', async () => {
+    await asRole('monitor', async (c) => {
+      await expect(c.query('SELECT min(created_at) FROM outbox WHERE published_at IS NULL')).resolves.toBeDefined();
+      for (const column of ['payload', 'aggregate_id', 'headers', 'id']) await expect(c.query(`SELECT ${column} FROM outbox`)).rejects.toMatchObject(DENIED);
+    });
+  });
+
   it('cannot read or write business tables or the outbox tables, nor replicate', async () => {
     await asRole('monitor', async (c) => {
       for (const table of ['outbox', 'inbox', 'outbox_heartbeat', 'outbox_migrations', 'orders']) {

@@ -34,7 +34,7 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 1
 
 /** Builds dist/ if it is older than the status sources; others' transient type errors do not stop tsc emitting. */
 async function ensureBuilt(): Promise<void> {
-  const sources = ['src/cli/status-command.ts', 'src/status/collect.ts', 'src/status/sections.ts', 'src/status/parked.ts', 'src/status/render.ts', 'src/status/verdict.ts', 'src/status/format.ts'];
+  const sources = ['src/cli/status-command.ts', 'src/status/collect.ts', 'src/status/sections.ts', 'src/status/parked.ts', 'src/status/outbox-table.ts', 'src/status/render.ts', 'src/status/verdict.ts', 'src/status/format.ts'];
   const built = join(ROOT, 'dist', 'status', 'collect.js');
   const newest = Math.max(...sources.map((s) => statSync(join(ROOT, s)).mtimeMs));
   if (existsSync(built) && existsSync(MAIN) && statSync(built).mtimeMs >= newest) return;

@@ -7,7 +7,7 @@ describe('relay SQL', () => {
   const sql = buildRelaySql('my "schema"', 'out box');
 
   it('escapes the configured identifiers everywhere', () => {
-    for (const text of [sql.check, sql.claim, sql.probe, sql.mark, sql.cleanup, sql.lag]) expect(text).toContain('"my ""schema"""."out box"');
+    for (const text of [sql.check, sql.claim, sql.probe, sql.mark, sql.cleanup]) expect(text).toContain('"my ""schema"""."out box"');
   });
 
   it('claims by published_at IS NULL (never an id cursor), per shard, oldest first, FOR UPDATE SKIP LOCKED, under the shard lock', () => {

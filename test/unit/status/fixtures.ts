@@ -35,7 +35,7 @@ export function healthy(): StatusReport {
     generatedAt: '2026-01-02T03:04:05.000Z',
     verdict: { level: 'OK', exitCode: 0, reasons: [] },
     targets: { database: 'postgres@127.0.0.1:55432/app', kafka: ['127.0.0.1:9092'], connect: 'http://127.0.0.1:8083', watchdog: 'http://127.0.0.1:9465' },
-    options: { timeoutMs: 3000, parkedLimit: 10, lagWarn: 1000, parkedWarnKeys: 0, parkedWarnAgeMs: null, groups: ['outbox-router'], groupsGiven: false },
+    options: { timeoutMs: 3000, parkedLimit: 10, lagWarn: 1000, parkedWarnKeys: 0, parkedWarnAgeMs: null, groups: ['outbox-router'], groupsGiven: false, outboxWarnAgeMs: 900_000, outboxWarnBytes: 1024 ** 3, outboxWarnPending: null },
     stack: {
       ok: true,
       ms: 12,
@@ -62,6 +62,21 @@ export function healthy(): StatusReport {
     consumerGroups: { ok: true, ms: 30, topicPattern: '^outbox\\.event\\..+$', groups: [group()] },
     dlq: { ok: true, ms: 25, topicPattern: '^outbox\\.dlq\\..+$', total: 0, topics: [{ topic: 'outbox.dlq.order', partitions: 1, depth: 0, retentionMs: -1 }] },
     parked: { ok: true, ms: 4, table: '"public"."inbox_parked"', provisioned: true, totalKeys: 0, totalEvents: 0, oldestSince: null, oldestAgeMs: null, limit: 10, keys: [] },
+    outboxTable: {
+      ok: true,
+      ms: 3,
+      table: 'public.outbox',
+      provisioned: true,
+      estimatedRows: 120,
+      totalBytes: 96 * 1024,
+      deadTuples: 4,
+      lastAutovacuum: '2026-01-02T03:00:00.000Z',
+      lastVacuum: null,
+      oldestPendingAgeSeconds: 0,
+      pendingRows: 0,
+      pendingCapped: false,
+      pendingError: null,
+    },
     watchdog: { ok: true, ms: 3, url: 'http://127.0.0.1:9465', running: false, httpStatus: null, health: null, firing: [] },
   };
 }
