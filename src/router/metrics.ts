@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../service';
 import type { RouterEventListener } from './types';
 
 export interface RouterMetrics {
@@ -9,7 +10,7 @@ export interface RouterMetrics {
 
 /** Prometheus metrics of one router, fed from its namespaced events. */
 export function createRouterMetrics(registry: Registry = new Registry()): RouterMetrics {
-  collectDefaultMetrics({ register: registry, prefix: 'outbox_router_' });
+  collectProcessMetrics(registry);
   const registers = [registry];
   const records = new Counter({ name: 'outbox_router_records_total', help: 'Records finished, by topic and outcome (applied, duplicate, dead_lettered, skipped).', labelNames: ['topic', 'outcome'], registers });
   const retries = new Counter({ name: 'outbox_router_retries_total', help: 'Failed handler attempts that were tried again.', labelNames: ['topic'], registers });

@@ -4,7 +4,8 @@
  * dashboards and rules carry over; the rest is `outbox_watchdog_*`. Labels: `cluster`, `slot_name`,
  * `slot_type`, `database`. Series of a slot that disappears are removed.
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../service';
 import { LEVEL_RANK } from './alert-state';
 import type { AlertStatusRow } from './alert-engine';
 import type { ServerSettings } from './slot-query';
@@ -23,7 +24,7 @@ export interface WatchdogMetrics {
 const SLOT_LABELS = ['cluster', 'slot_name', 'slot_type', 'database'] as const;
 
 export function createWatchdogMetrics(cluster: string, registry: Registry = new Registry()): WatchdogMetrics {
-  collectDefaultMetrics({ register: registry, prefix: 'outbox_watchdog_' });
+  collectProcessMetrics(registry);
   const registers = [registry];
   const g = (name: string, help: string, labelNames: readonly string[] = SLOT_LABELS) => new Gauge({ name, help, labelNames: [...labelNames], registers });
   const slotGauges: Array<[Gauge, (s: SlotStatus) => number | null]> = [
