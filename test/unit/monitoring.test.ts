@@ -5,11 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Registry } from 'prom-client';
+import { parse } from 'yaml';
 import { createRelayMetrics } from '../../src/relay';
 import { createRouterMetrics } from '../../src/router';
 import { createWatchdogMetrics } from '../../src/watchdog';
 import { slugs } from '../support/markdown';
-import { alertRules, allPanels, dashboard, metricNames, panelQueries } from '../support/monitoring';
+import { alertRules, allPanels, dashboard, metricNames, panelQueries, RULES_TEST_FILE } from '../support/monitoring';
 
 const root = resolve(__dirname, '../..');
 /** Series Prometheus makes itself for every target. */
@@ -85,6 +86,18 @@ describe('monitoring/', () => {
         for (const name of metricNames(t.expr)) expect(t.expr).toContain(`${name}{job=~"$jobs"`);
       }
     }
+  });
+
+  it("the promtool test file has every alert firing, then resolved (promtool runs it: test/integration/monitoring.test.ts)", () => {
+    const doc = parse(readFileSync(RULES_TEST_FILE, 'utf8')) as { tests: Array<{ alert_rule_test: Array<{ eval_time: string; alertname: string; exp_alerts?: unknown[] }> }> };
+    const minutes = (t: string) => Number(/^(\d+)m$/.exec(t)?.[1] ?? NaN);
+    const untested = [...new Set(alertRules().map((r) => r.alert))].filter((alert) => {
+      const cases = doc.tests.flatMap((t) => t.alert_rule_test).filter((c) => c.alertname === alert);
+      const fired = cases.filter((c) => (c.exp_alerts ?? []).length > 0).map((c) => minutes(c.eval_time));
+      const quiet = cases.filter((c) => (c.exp_alerts ?? []).length === 0).map((c) => minutes(c.eval_time));
+      return !fired.some((f) => quiet.some((q) => q > f));
+    });
+    expect(untested).toEqual([]);
   });
 
   it('package.json ships monitoring/', () => {
