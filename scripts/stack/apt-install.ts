@@ -15,9 +15,10 @@ export type AptOutcome =
 /**
  * `apt-get update` then `apt-get install -y <packages>` from Debian's own packages, non-interactively.
  * Only as root on a machine with apt-get: anything else is reported, never attempted (no sudo), so the
- * caller can say which command to run by hand.
+ * caller can say which command to run by hand. `recommends: false` leaves out recommended packages (for
+ * prometheus: node-exporter and smartmontools, services that would start on their own).
  */
-export function aptInstall(packages: readonly string[], deps: AptDeps = {}): AptOutcome {
+export function aptInstall(packages: readonly string[], deps: AptDeps = {}, options: { recommends?: boolean } = {}): AptOutcome {
   const run = deps.run ?? runCommand;
   const which = deps.which ?? whichCommand;
   const isRoot = deps.isRoot ?? (() => process.getuid?.() === 0);
@@ -25,7 +26,7 @@ export function aptInstall(packages: readonly string[], deps: AptDeps = {}): Apt
   if (!which('apt-get')) return { ok: false, reason: 'no-apt', output: '' };
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const update = run('apt-get', ['update', '-q'], { env });
-  const install = update.status === 0 ? run('apt-get', ['install', '-y', '-q', ...packages], { env }) : update;
+  const install = update.status === 0 ? run('apt-get', ['install', '-y', '-q', ...(options.recommends === false ? ['--no-install-recommends'] : []), ...packages], { env }) : update;
   if (install.status === 0) return { ok: true };
   return { ok: false, reason: 'failed', output: install.output.trim().split('\n').slice(-8).join('\n') };
 }

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../service';
 import type { RouterEventListener } from './types';
 
 export interface RouterMetrics {
@@ -9,7 +10,7 @@ export interface RouterMetrics {
 
 /** Prometheus metrics of one router, fed from its namespaced events. */
 export function createRouterMetrics(registry: Registry = new Registry()): RouterMetrics {
-  collectDefaultMetrics({ register: registry, prefix: 'outbox_router_' });
+  collectProcessMetrics(registry);
   const registers = [registry];
   const records = new Counter({ name: 'outbox_router_records_total', help: 'Records finished, by topic and outcome (applied, duplicate, dead_lettered, skipped).', labelNames: ['topic', 'outcome'], registers });
   const retries = new Counter({ name: 'outbox_router_retries_total', help: 'Failed handler attempts that were tried again.', labelNames: ['topic'], registers });
@@ -36,6 +37,9 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   const parkedKeys = new Gauge({ name: 'outbox_router_parked_keys', help: "This consumer's parked keys (their events go to the DLQ until replayed or released), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedEvents = new Gauge({ name: 'outbox_router_parked_events', help: "This consumer's parked events (rows of the parked-keys table), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedOldest = new Gauge({ name: 'outbox_router_parked_oldest_seconds', help: "Age of this consumer's longest-parked event, by aggregate type.", labelNames: ['aggregate_type'], registers });
+  // Partitions this instance has reported lag for: after a rebalance, those it no longer owns are removed,
+  // or their last value would stay, and a sum over replicas would count a partition twice, one of them stale.
+  const lagged = new Map<string, { topic: string; partition: string }>();
   return {
     registry,
     onEvent(name, data) {
@@ -49,7 +53,16 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
       } else if (name === 'router.skipped') {
         records.inc({ topic, outcome: 'skipped' });
       } else if (name === 'router.lag') {
-        lag.set({ topic, partition: String(data.partition) }, Number(data.lag));
+        const labels = { topic, partition: String(data.partition) };
+        lag.set(labels, Number(data.lag));
+        lagged.set(`${labels.topic}\u0000${labels.partition}`, labels);
+      } else if (name === 'router.group-join') {
+        const assignment = (data.assignment ?? {}) as Record<string, number[]>;
+        for (const [key, labels] of lagged) {
+          if ((assignment[labels.topic] ?? []).map(String).includes(labels.partition)) continue;
+          lag.remove(labels);
+          lagged.delete(key);
+        }
       } else if (name === 'router.blocked') {
         blocked.inc({ topic });
       } else if (name === 'router.unblocked') {

@@ -3,4 +3,5 @@ export { createEmitter, type Emitter, type EmitterOptions, type EventLevel, type
 export { retryUntil, type RetryUntilOptions, type RetryUntilResult } from './retry-until';
 export { repeatUntilAborted } from './repeat';
 export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';
+export { collectProcessMetrics } from './process-metrics';
 export { runService, isLive, type RunnableService, type RunServiceOptions } from './run-service';

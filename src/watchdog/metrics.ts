@@ -6,7 +6,8 @@
  * (`outbox_table_*`, `outbox_oldest_pending_age_seconds`; labels `cluster`, `table`) come from the
  * outbox sample (outbox-query.ts) when watchdog.watchOutbox is on; a value not read is removed, not kept stale.
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../service';
 import { LEVEL_RANK } from './alert-state';
 import type { OutboxCleanupRun } from '../cleanup';
 import type { AlertStatusRow } from './alert-engine';
@@ -31,7 +32,7 @@ export interface WatchdogMetrics {
 const SLOT_LABELS = ['cluster', 'slot_name', 'slot_type', 'database'] as const;
 
 export function createWatchdogMetrics(cluster: string, registry: Registry = new Registry()): WatchdogMetrics {
-  collectDefaultMetrics({ register: registry, prefix: 'outbox_watchdog_' });
+  collectProcessMetrics(registry);
   const registers = [registry];
   const g = (name: string, help: string, labelNames: readonly string[] = SLOT_LABELS) => new Gauge({ name, help, labelNames: [...labelNames], registers });
   const slotGauges: Array<[Gauge, (s: SlotStatus) => number | null]> = [

@@ -1,5 +1,6 @@
 import { createStack, probeConnect, probeKafka, probePostgres, probeRegistry } from '../../scripts/stack';
 import { ensureAlertmanager } from './alertmanager';
+import { ensurePrometheus } from './prometheus';
 import { startComposeStack } from './containers';
 
 /**
@@ -14,6 +15,12 @@ export default async function globalSetup(): Promise<void> {
     ensureAlertmanager();
   } catch (error) {
     process.stderr.write(`\n[integration] ${(error as Error).message} Only the Alertmanager tests need it.\n`);
+  }
+  // The same for Prometheus and promtool (test/integration/monitoring.test.ts).
+  try {
+    ensurePrometheus();
+  } catch (error) {
+    process.stderr.write(`\n[integration] ${(error as Error).message} Only the monitoring tests need it.\n`);
   }
   if (process.env.STACK === 'containers') {
     await startComposeStack();

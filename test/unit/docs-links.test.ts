@@ -1,5 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { slugs, withoutCode } from '../support/markdown';
 
 /**
  * The README is a front door into docs/: every relative link in README.md, CONTRIBUTING.md and docs/
@@ -7,26 +8,6 @@ import { dirname, join, resolve } from 'node:path';
  */
 const root = resolve(__dirname, '../..');
 const pages = ['README.md', 'CONTRIBUTING.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
-
-function withoutCode(text: string): string {
-  return text.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, (m) => (m.includes('](') ? '' : m));
-}
-
-export function slugs(markdown: string): Set<string> {
-  const out = new Set<string>();
-  for (const line of withoutCode(markdown).split('\n')) {
-    const m = /^#{1,6} (.*)$/.exec(line);
-    if (!m) continue;
-    out.add(
-      (m[1] as string)
-        .toLowerCase()
-        .replace(/`/g, '')
-        .replace(/[^\p{L}\p{N}\- _]/gu, '')
-        .replace(/ /g, '-'),
-    );
-  }
-  return out;
-}
 
 describe('documentation links', () => {
   it('the README stays a front door (at most 15 KB)', () => {

@@ -46,10 +46,10 @@ describe('CPU per event and the processes\' metrics', () => {
 
   it("reads prom-client's event-loop delay gauges (seconds) as ms", () => {
     const text = [
-      '# HELP outbox_router_nodejs_eventloop_lag_p50_seconds The 50th percentile',
-      'outbox_router_nodejs_eventloop_lag_p50_seconds 0.0105',
-      'outbox_router_nodejs_eventloop_lag_p99_seconds 0.02915',
-      'outbox_router_nodejs_eventloop_lag_max_seconds 0.0305',
+      '# HELP nodejs_eventloop_lag_p50_seconds The 50th percentile',
+      'nodejs_eventloop_lag_p50_seconds 0.0105',
+      'nodejs_eventloop_lag_p99_seconds 0.02915',
+      'nodejs_eventloop_lag_max_seconds 0.0305',
       'outbox_router_applied_total{aggregate_type="order"} 12',
     ].join('\n');
     expect(metricValue(text, 'applied_total')).toBe(12);
