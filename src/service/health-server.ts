@@ -3,6 +3,14 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { OutboxError } from '../errors';
 
+/** The listener's paths: one home for the CLI, the probes in docker-compose.yml and deploy/kubernetes/. */
+export const HEALTH_PATHS = Object.freeze({
+  metrics: '/metrics',
+  live: '/livez',
+  ready: '/readyz',
+  health: '/healthz',
+});
+
 export interface HealthServerOptions {
   host: string;
   port: number;
@@ -32,20 +40,20 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET') {
       res.writeHead(405, { allow: 'GET' }).end();
-    } else if (path === '/metrics') {
+    } else if (path === HEALTH_PATHS.metrics) {
       options.registry
         .metrics()
         .then((text) => res.writeHead(200, { 'content-type': options.registry.contentType }).end(text))
         .catch((error: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(error.message));
-    } else if (path === '/healthz') {
+    } else if (path === HEALTH_PATHS.health) {
       const { healthy, details } = options.health();
       json(res, healthy, details);
-    } else if (path === '/livez') {
+    } else if (path === HEALTH_PATHS.live) {
       json(res, options.live?.() ?? true);
-    } else if (path === '/readyz') {
+    } else if (path === HEALTH_PATHS.ready) {
       json(res, options.ready?.() ?? options.health().healthy);
     } else {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics, /livez, /readyz or /healthz\n');
+      res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: try ${Object.values(HEALTH_PATHS).join(', ')}\n`);
     }
   });
   await new Promise<void>((resolve, reject) => {

@@ -2,6 +2,6 @@ export { createLifecycle, type Lifecycle, type LifecycleHooks, type ServiceState
 export { createEmitter, type Emitter, type EmitterOptions, type EventLevel, type EventLevels, type EventListener } from './emitter';
 export { retryUntil, type RetryUntilOptions, type RetryUntilResult } from './retry-until';
 export { repeatUntilAborted } from './repeat';
-export { startHealthServer, type HealthServer, type HealthServerOptions } from './health-server';
+export { startHealthServer, HEALTH_PATHS, type HealthServer, type HealthServerOptions } from './health-server';
 export { collectProcessMetrics } from './process-metrics';
 export { runService, isLive, type RunnableService, type RunServiceOptions } from './run-service';

@@ -18,7 +18,8 @@ interface Service {
   command?: string | string[];
 }
 
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+// merge: the outbox services share their settings through YAML merge keys, as Docker Compose reads them.
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
 };
 
