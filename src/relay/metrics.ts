@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../service/process-metrics';
 import type { RelayEventListener } from './types';
 
 export interface RelayMetrics {
@@ -11,7 +12,7 @@ type Counts = Record<string, number>;
 
 /** Prometheus metrics of one relay, fed from its namespaced events. */
 export function createRelayMetrics(registry: Registry = new Registry()): RelayMetrics {
-  collectDefaultMetrics({ register: registry, prefix: 'outbox_relay_' });
+  collectProcessMetrics(registry);
   const registers = [registry];
   const published = new Counter({ name: 'outbox_relay_published_total', help: 'Outbox rows published to Kafka, by topic.', labelNames: ['topic'], registers });
   const failures = new Counter({ name: 'outbox_relay_publish_failures_total', help: 'Outbox rows whose publish failed (their aggregate is held back and retried), by topic.', labelNames: ['topic'], registers });

@@ -44,8 +44,8 @@ describe('Dockerfile', () => {
     const copies = runtime.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(/\s+/));
     expect(copies).toContainEqual(['--from=build', '/app/dist', './dist']);
     const copied = copies.filter((c) => !c[0]?.startsWith('--')).flatMap((c) => c.slice(0, -1));
-    // docs/ is for readers of the package, not for the process.
-    for (const entry of pkg.files.filter((f) => f !== 'dist' && f !== 'docs')) expect([entry, copied.includes(entry)]).toEqual([entry, true]);
+    // docs/ is for readers of the package and monitoring/ for Prometheus and Grafana, not for the process.
+    for (const entry of pkg.files.filter((f) => f !== 'dist' && f !== 'docs' && f !== 'monitoring')) expect([entry, copied.includes(entry)]).toEqual([entry, true]);
     expect(copied).toContain('package.json');
   });
 
