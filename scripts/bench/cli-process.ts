@@ -48,7 +48,7 @@ export function eventLoopFromMetrics(text: string): EventLoopDelay | undefined {
   return { p50: ms(p50), p99: ms(p99), max: ms(max) };
 }
 
-export function startCliProcess(options: { command: 'router' | 'relay'; args: string[]; config: OutboxConfig; dir: string; env?: Record<string, string>; log: Logger }): CliProcess {
+export function startCliProcess(options: { command: 'router' | 'relay' | 'watchdog'; args: string[]; config: OutboxConfig; dir: string; env?: Record<string, string>; log: Logger }): CliProcess {
   const { config, command } = options;
   const file = join(options.dir, `${command}-config.json`);
   writeFileSync(file, JSON.stringify(config));

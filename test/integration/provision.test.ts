@@ -60,7 +60,7 @@ describe('db:provision', () => {
     await withClient(db.name, async (c) => {
       const cols = await c.query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'outbox' ORDER BY ordinal_position");
       expect(cols.rows.map((r) => r.column_name)).toEqual([
-        'id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers', 'created_at', 'published_at', 'attempts', 'seq',
+        'id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers', 'created_at', 'published_at', 'attempts', 'seq', 'tx_id',
       ]);
       expect(cols.rows.find((r) => r.column_name === 'payload')?.data_type).toBe('bytea');
       const pub = await c.query(
