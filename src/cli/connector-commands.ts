@@ -7,10 +7,15 @@ import {
   formatDiff,
   pauseConnector,
   PUBLICATION_FIX,
+  RENDER_FORMATS,
+  renderConnector,
   restartConnector,
   resumeConnector,
   type ConnectorBuildOptions,
   type ConnectorStatusReport,
+  type DesiredConnectorOptions,
+  type RenderFormat,
+  type StrimziOptions,
 } from '../connector';
 import { OutboxError } from '../errors';
 import { configFrom, withConfigOption } from './config-option';
@@ -52,49 +57,107 @@ function parseAddress(address: string | undefined): Pick<ConnectorBuildOptions, 
 
 const int = (v: string) => Number.parseInt(v, 10);
 
-function deployCommand(): Command {
-  return withCommon(
-    new Command('connector:deploy').description(
-      'Deploy (or update) the Debezium PostgreSQL connector with the Outbox Event Router: validate through Kafka Connect, ' +
-        'show the difference to the stored config, refuse unsafe slot/offset states, write only if changed, and wait until ' +
-        'the connector and its task are RUNNING.',
-    ),
-  )
-    .option('--dry-run', 'validate and show the difference, write nothing', false)
-    .option('--force', 'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)', false)
+/** The flags that shape the connector config: connector:deploy applies it, connector:render prints it. */
+interface BuildFlags {
+  force: boolean;
+  set: string[];
+  partitions?: number;
+  replicationFactor?: number;
+  dbAddress?: string;
+}
+
+function withBuildFlags(command: Command, force: string): Command {
+  return command
+    .option('--force', force, false)
     .option('--set <key=value>', 'an extra connector property (repeatable; checked by the guard rails)', collect, [])
     .addOption(new Option('--partitions <n>', 'partitions of the topics Connect creates (-1: broker default)').argParser(int))
     .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (-1: broker default)').argParser(int))
-    .option('--db-address <host[:port]>', 'the database as the Connect worker reaches it, if not config.database (compose: postgres:5432)')
-    .action(
-      action(async (opts: CommonOptions & { dryRun: boolean; force: boolean; set: string[]; partitions?: number; replicationFactor?: number; dbAddress?: string }, command: Command) => {
-        const log = loggerFor(command);
-        const config = configFrom(command);
-        const result = await deployConnector(config, {
-          dryRun: opts.dryRun,
-          force: opts.force,
-          log,
-          build: {
-            extra: parseSets(opts.set),
-            topicPartitions: opts.partitions,
-            topicReplicationFactor: opts.replicationFactor,
-            ...parseAddress(opts.dbAddress),
-          },
-        });
-        // A new connector's diff is its whole config: printed on a dry run only.
-        const changes = result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff);
-        print(opts.json, result, () => [
-          ...changes,
-          ...result.overridden.map((o) => `forced past: ${o}`),
-          ...(result.warnings ?? []).map((w) => `warning: ${w}`),
-          result.action === 'unchanged'
-            ? `connector ${result.connector} unchanged: nothing written`
-            : result.action === 'dry-run'
-              ? `dry run: connector ${result.connector} would be ${result.diff.added.length === Object.keys(result.config).length ? 'created' : 'updated'}; nothing written`
-              : `connector ${result.connector} ${result.action}${result.runningAfterMs === undefined ? '' : `, RUNNING after ${formatMs(result.runningAfterMs)}`}`,
-        ]);
-      }),
-    );
+    .option('--db-address <host[:port]>', 'the database as the Connect worker reaches it, if not config.database (compose: postgres:5432)');
+}
+
+/** The one mapping from those flags to the builder's options, shared by deploy and render. */
+function desiredFrom(opts: BuildFlags): Required<DesiredConnectorOptions> {
+  return {
+    force: opts.force,
+    build: {
+      extra: parseSets(opts.set),
+      topicPartitions: opts.partitions,
+      topicReplicationFactor: opts.replicationFactor,
+      ...parseAddress(opts.dbAddress),
+    },
+  };
+}
+
+function deployCommand(): Command {
+  return withBuildFlags(
+    withCommon(
+      new Command('connector:deploy').description(
+        'Deploy (or update) the Debezium PostgreSQL connector with the Outbox Event Router: validate through Kafka Connect, ' +
+          'show the difference to the stored config, refuse unsafe slot/offset states, write only if changed, and wait until ' +
+          'the connector and its task are RUNNING.',
+      ),
+    ).option('--dry-run', 'validate and show the difference, write nothing', false),
+    'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)',
+  ).action(
+    action(async (opts: CommonOptions & BuildFlags & { dryRun: boolean }, command: Command) => {
+      const log = loggerFor(command);
+      const config = configFrom(command);
+      const result = await deployConnector(config, { dryRun: opts.dryRun, log, ...desiredFrom(opts) });
+      // A new connector's diff is its whole config: printed on a dry run only.
+      const changes = result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff);
+      print(opts.json, result, () => [
+        ...changes,
+        ...result.overridden.map((o) => `forced past: ${o}`),
+        ...(result.warnings ?? []).map((w) => `warning: ${w}`),
+        result.action === 'unchanged'
+          ? `connector ${result.connector} unchanged: nothing written`
+          : result.action === 'dry-run'
+            ? `dry run: connector ${result.connector} would be ${result.diff.added.length === Object.keys(result.config).length ? 'created' : 'updated'}; nothing written`
+            : `connector ${result.connector} ${result.action}${result.runningAfterMs === undefined ? '' : `, RUNNING after ${formatMs(result.runningAfterMs)}`}`,
+      ]);
+    }),
+  );
+}
+
+interface RenderFlags extends BuildFlags {
+  format: RenderFormat;
+  strimziCluster?: string;
+  namespace?: string;
+  secretName?: string;
+  secretKey?: string;
+}
+
+function renderCommand(): Command {
+  return withBuildFlags(
+    withCommon(
+      new Command('connector:render')
+        .description(
+          'Print the connector config connector:deploy would apply, without contacting Connect or the database. ' +
+            '--format json (default): {"name", "config"}, the body of POST /connectors; PUT /connectors/<name>/config takes ' +
+            'its "config" object alone (jq .config). --format strimzi: a KafkaConnector resource (YAML) whose password is a ' +
+            '${secrets:<namespace>/<secret>:<key>} reference for Strimzi\'s KubernetesSecretConfigProvider. The password is ' +
+            'never printed, only the config-provider reference the worker resolves (docs/connector.md).',
+        )
+        .addOption(new Option('--format <format>', 'json or strimzi').choices([...RENDER_FORMATS]).default('json'))
+        .option('--strimzi-cluster <name>', 'strimzi: the KafkaConnect resource (strimzi.io/cluster label; default my-connect-cluster)')
+        .option('--namespace <namespace>', 'strimzi: namespace of the KafkaConnector and the Secret (default default)')
+        .option('--secret-name <name>', 'strimzi: the Secret holding the CDC role\'s password (default outbox-credentials)')
+        .option('--secret-key <key>', 'strimzi: its key (default cdc-password)'),
+      false,
+    ),
+    'render what connector:deploy --force would apply: --set values the guard rails refuse are kept',
+  ).action(
+    action(async (opts: RenderFlags, command: Command) => {
+      const given: StrimziOptions = {
+        ...(opts.strimziCluster === undefined ? {} : { cluster: opts.strimziCluster }),
+        ...(opts.namespace === undefined ? {} : { namespace: opts.namespace }),
+        ...(opts.secretName === undefined ? {} : { secretName: opts.secretName }),
+        ...(opts.secretKey === undefined ? {} : { secretKey: opts.secretKey }),
+      };
+      const strimzi = Object.keys(given).length > 0 ? given : undefined;
+      process.stdout.write(renderConnector(configFrom(command), { format: opts.format, strimzi, ...desiredFrom(opts) }));
+    }),
+  );
 }
 
 function statusLines(report: ConnectorStatusReport): string[] {
@@ -177,6 +240,7 @@ function deleteCommand(): Command {
 export function connectorCommands(): Command[] {
   return [
     deployCommand(),
+    renderCommand(),
     statusCommand(),
     simpleCommand(
       'connector:restart',

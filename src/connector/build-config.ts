@@ -5,7 +5,7 @@ import type { OutboxConfig } from '../config';
 import { parse } from '../config/parse';
 import { OutboxError } from '../errors';
 import { PACKAGE_ROOT as PROJECT_ROOT, renderTemplate } from '../assets';
-import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, javaRegexLiteral, quoteIdent } from './escape';
+import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, isProviderReference, javaRegexLiteral, quoteIdent } from './escape';
 import { checkExtra } from './extra-guard';
 
 /**
@@ -96,6 +96,11 @@ export const connectorBuildOptionsSchema = z
     /** The database as the Connect worker reaches it, when that differs from config.database (compose: postgres:5432). */
     databaseHost: z.string().min(1).optional(),
     databasePort: z.number().int().min(1).max(65535).optional(),
+    /**
+     * Replaces connector.passwordRef for a worker with other config providers: `connector:render --format
+     * strimzi` puts Strimzi's `${secrets:<namespace>/<secret>:<key>}` here. Still only a reference.
+     */
+    passwordRef: z.string().refine(isProviderReference, 'a config provider reference such as ${secrets:namespace/secret:key}').optional(),
   })
   .strict();
 
@@ -189,7 +194,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
     databaseHost: opts.databaseHost ?? database.host,
     databasePort: opts.databasePort ?? database.port,
     databaseUser: roles.cdc,
-    passwordRef: connector.passwordRef,
+    passwordRef: opts.passwordRef ?? connector.passwordRef,
     databaseName: database.database,
     databaseSslMode: database.ssl ? 'require' : 'disable',
     topicPrefix: connector.topicPrefix,
@@ -217,4 +222,19 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });
+}
+
+/** What `connector:deploy` applies and `connector:render` prints: the build options with `force`. */
+export interface DesiredConnectorOptions {
+  build?: Omit<ConnectorBuildOptions, 'allowUnsafe'>;
+  /** The deploy's --force: `build.extra` may then override what the guard rails refuse. */
+  force?: boolean;
+}
+
+/**
+ * The connector config a deploy with these options writes. The one path from deploy options to
+ * buildConnectorConfig, so that a rendered config is byte for byte what the deploy would apply.
+ */
+export function desiredConnectorConfig(config: OutboxConfig, options: DesiredConnectorOptions = {}): ConnectorConfig {
+  return buildConnectorConfig(config, { ...options.build, allowUnsafe: options.force ?? false });
 }

@@ -1,7 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
-import { buildConnectorConfig, type ConnectorBuildOptions, type ConnectorConfig } from './build-config';
+import { desiredConnectorConfig, type DesiredConnectorOptions, type ConnectorConfig } from './build-config';
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
@@ -27,7 +27,7 @@ export interface DeployOptions {
   force?: boolean;
   log?: Logger;
   onProgress?: (event: DeployProgress) => void;
-  build?: Omit<ConnectorBuildOptions, 'allowUnsafe'>;
+  build?: DesiredConnectorOptions['build'];
   client?: ConnectClient;
   /** Reads existing topics' cleanup.policy; default: a kafkajs admin on config.kafka. */
   topicAdmin?: TopicAdmin;
@@ -90,7 +90,7 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     options.onProgress?.({ step, detail, ms: Date.now() - started });
   };
   const client = options.client ?? createConnectClient(config.connect);
-  const desired = buildConnectorConfig(config, { ...options.build, allowUnsafe: force });
+  const desired = desiredConnectorConfig(config, { build: options.build, force });
   const name = desired.name as string;
   const slotName = desired['slot.name'] as string;
   const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);

@@ -5,6 +5,8 @@ export {
   heartbeatQuery,
   outboxSourceTopic,
   CONNECTOR_TEMPLATE,
+  desiredConnectorConfig,
+  type DesiredConnectorOptions,
   type ConnectorBuildOptions,
   type ConnectorConfig,
 } from './build-config';
@@ -37,3 +39,18 @@ export {
 export { switchToRelay, widenXid, type SwitchToRelayOptions, type SwitchToRelayReport } from './switch-to-relay';
 export { checkPublication, judgePublication, PUBLICATION_CHECK_SQL, PUBLICATION_FIX, type PublicationCheck, type PublicationTarget } from './publication-check';
 export { slotGuard, parseLsn, type GuardFinding, type SlotInfo } from './slot-guard';
+export {
+  connectorRequestBody,
+  renderConnector,
+  strimziConnectorResource,
+  strimziPasswordRef,
+  strimziOptionsSchema,
+  RENDER_FORMATS,
+  STRIMZI_FLAGS,
+  STRIMZI_MANAGED_KEYS,
+  type ConnectorRequestBody,
+  type KafkaConnectorResource,
+  type RenderFormat,
+  type RenderOptions,
+  type StrimziOptions,
+} from './render';
