@@ -6,7 +6,7 @@ import { OutboxError } from 'outbox-router/errors';
 import type { StackPaths } from './paths';
 import { aptCommand, aptInstall } from './apt-install';
 import { run, type RunResult } from './processes';
-import { POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from './settings';
+import { POSTGRES, REGISTRY_DATABASE, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from './settings';
 import { renderTemplateFile } from './template';
 
 const INCLUDE_LINE = "include_if_exists = 'outbox-stack.conf'";
@@ -155,14 +155,14 @@ export function adminClient(database = 'postgres'): Client {
   });
 }
 
-/** Creates the `app` database once; safe to call on every `up`. */
+/** Creates the `app` database and the registry's once; safe to call on every `up`. */
 export async function ensureAppDatabase(): Promise<void> {
   const client = adminClient();
   await client.connect();
   try {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [POSTGRES.database]);
-    if (rowCount === 0) {
-      await client.query(`CREATE DATABASE ${client.escapeIdentifier(POSTGRES.database)}`);
+    for (const name of [POSTGRES.database, REGISTRY_DATABASE]) {
+      const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+      if (rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
     }
   } finally {
     await client.end();

@@ -3,7 +3,7 @@ import type { StackConfig } from './config';
 import type { JavaRuntime } from './java';
 import type { StackPaths } from './paths';
 import { probeConnect, probeKafka, probeRegistry, type Probe } from './probes';
-import { LOCAL_ROLE_PASSWORDS, STACK_HOST, STACK_PORTS } from './settings';
+import { LOCAL_ROLE_PASSWORDS, POSTGRES, REGISTRY_DATABASE, STACK_HOST, STACK_PORTS } from './settings';
 
 export type JvmServiceName = 'kafka' | 'connect' | 'registry';
 
@@ -74,8 +74,14 @@ export function jvmServices(config: StackConfig, paths: StackPaths, java: JavaRu
         `-Dquarkus.http.host=${STACK_HOST}`, `-Dquarkus.http.port=${STACK_PORTS.registry}`,
         `-Dquarkus.management.host=${STACK_HOST}`, `-Dquarkus.management.port=${STACK_PORTS.registryManagement}`,
         '-Dapicurio.rules.global.compatibility=BACKWARD',
+        // SQL storage in the stack's PostgreSQL (REGISTRY_DATABASE): schemas survive a restart.
+        '-Dapicurio.storage.kind=sql', '-Dapicurio.storage.sql.kind=postgresql',
+        `-Dapicurio.datasource.url=jdbc:postgresql://${STACK_HOST}:${STACK_PORTS.postgres}/${REGISTRY_DATABASE}`,
+        `-Dapicurio.datasource.username=${POSTGRES.user}`,
         '-jar', join(paths.registryDir, 'quarkus-run.jar')],
       probe: probeRegistry,
+      // The password through the environment (Quarkus reads APICURIO_DATASOURCE_PASSWORD), not the command line.
+      env: { ...process.env, APICURIO_DATASOURCE_PASSWORD: POSTGRES.password },
       ...file('registry'),
     },
     {

@@ -38,6 +38,14 @@ export const KAFKA = Object.freeze({
 
 export const REGISTRY_GLOBAL_COMPATIBILITY = 'BACKWARD';
 
+/**
+ * The registry keeps its schemas in the stack's PostgreSQL, in a database of its own (Apicurio's SQL
+ * storage; its distribution ships the PostgreSQL JDBC driver). In memory, every `stack down`/`up` lost
+ * them: writes failed with SCHEMA_NOT_REGISTERED and records already on Kafka became DECODE_FAILED dead
+ * letters. `stack down --clean` removes the cluster, and with it the schemas.
+ */
+export const REGISTRY_DATABASE = 'apicurio_registry';
+
 /** Classes Connect must list before the stack counts as ready. */
 export const DEBEZIUM_PLUGIN_CLASSES = Object.freeze([
   'io.debezium.connector.postgresql.PostgresConnector',
