@@ -34,9 +34,9 @@ export class HandlerSpans {
   static withoutHandler(where: Where, eventId: string | undefined, consumer: string): HandlerSpans {
     const spans = new HandlerSpans(consumer);
     const eventType = headerText(where.message.headers, HEADER.eventType);
-    const parent = remoteContext(headerText(where.message.headers, HEADER.traceparent));
-    const attributes: Attributes = { ...recordAttributes(where, consumer, eventId, eventType), [ATTR.attempt]: 1 };
-    spans.entries.push({ span: tracer().startSpan(spanName(where.aggregateType, eventType), { kind: SpanKind.CONSUMER, attributes }, parent), failed: false });
+    const span = tracer().startSpan(spanName(where.aggregateType, eventType), CONSUMER, remoteContext(headerText(where.message.headers, HEADER.traceparent)));
+    if (span.isRecording()) span.setAttributes(recordAttributes(where, consumer, eventId, eventType, 1));
+    spans.entries.push({ span, failed: false });
     return spans;
   }
 
@@ -74,21 +74,27 @@ export class HandlerSpans {
     }
   }
 
+  /**
+   * Attributes and links are set on a started span, and only when it records: building them costs more
+   * than the rest of a no-op span, and without an SDK nothing records. (A sampler therefore sees the
+   * name, kind and parent only.)
+   */
   private start(items: readonly Ready[]): Span {
     const first = items[0] as Ready;
-    const common = { [ATTR.attempt]: this.attempt };
     if (items.length === 1) {
-      const attributes = { ...recordAttributes(first, this.consumer, first.event.id, first.event.type), ...common };
-      return tracer().startSpan(spanName(first.aggregateType, first.event.type), { kind: SpanKind.CONSUMER, attributes }, remoteContext(first.event.traceparent));
+      const span = tracer().startSpan(spanName(first.aggregateType, first.event.type), CONSUMER, remoteContext(first.event.traceparent));
+      if (span.isRecording()) span.setAttributes(recordAttributes(first, this.consumer, first.event.id, first.event.type, this.attempt));
+      return span;
     }
-    const types = new Set(items.map((i) => i.event.type));
-    const eventType = types.size === 1 ? first.event.type : undefined;
-    const attributes: Attributes = {
-      ...destinationAttributes(first, this.consumer),
-      ...(eventType === undefined ? {} : { [ATTR.eventType]: eventType }),
-      [ATTR.batchCount]: items.length,
-      ...common,
-    };
+    const eventType = items.every((i) => i.event.type === first.event.type) ? first.event.type : undefined;
+    // A batch has no one parent: a new trace (under whatever the router's own context holds), linked to each event's.
+    const span = tracer().startSpan(spanName(first.aggregateType, eventType), CONSUMER, context.active());
+    if (!span.isRecording()) return span;
+    const attributes = destinationAttributes(first, this.consumer);
+    if (eventType !== undefined) attributes[ATTR.eventType] = eventType;
+    attributes[ATTR.batchCount] = items.length;
+    attributes[ATTR.attempt] = this.attempt;
+    span.setAttributes(attributes);
     const links: Link[] = [];
     for (const item of items) {
       const linked = parseTraceparent(item.event.traceparent);
@@ -99,10 +105,12 @@ export class HandlerSpans {
         });
       }
     }
-    // A batch has no one parent: a new trace (under whatever the router's own context holds), linked to each event's.
-    return tracer().startSpan(spanName(first.aggregateType, eventType), { kind: SpanKind.CONSUMER, attributes, links }, context.active());
+    span.addLinks(links);
+    return span;
   }
 }
+
+const CONSUMER = { kind: SpanKind.CONSUMER } as const;
 
 /** `<aggregateType>.<eventType> process`, or `<aggregateType> process` for a batch of several types or an unreadable record. */
 function spanName(aggregateType: string, eventType: string | undefined): string {
@@ -127,15 +135,15 @@ function destinationAttributes(where: Where, consumer: string): Attributes {
   };
 }
 
-function recordAttributes(where: Where, consumer: string, eventId: string | undefined, eventType: string | undefined): Attributes {
-  return {
-    ...destinationAttributes(where, consumer),
-    [ATTR.kafkaKey]: where.key,
-    [ATTR.kafkaOffset]: Number(where.message.offset),
-    [ATTR.aggregateId]: where.key,
-    ...(eventId === undefined ? {} : { [ATTR.messageId]: eventId }),
-    ...(eventType === undefined ? {} : { [ATTR.eventType]: eventType }),
-  };
+function recordAttributes(where: Where, consumer: string, eventId: string | undefined, eventType: string | undefined, attempt: number): Attributes {
+  const attributes = destinationAttributes(where, consumer);
+  attributes[ATTR.kafkaKey] = where.key;
+  attributes[ATTR.kafkaOffset] = Number(where.message.offset);
+  attributes[ATTR.aggregateId] = where.key;
+  if (eventId !== undefined) attributes[ATTR.messageId] = eventId;
+  if (eventType !== undefined) attributes[ATTR.eventType] = eventType;
+  attributes[ATTR.attempt] = attempt;
+  return attributes;
 }
 
 function recordError(span: Span, error: unknown): void {
