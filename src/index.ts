@@ -49,6 +49,7 @@ export { createRelay, createRelayMetrics, type Relay, type RelayOptions, type Re
 export { collectStatus, renderStatus } from './status';
 export { createKafka } from './kafka';
 export { topicNames, type TopicNames } from './topics';
+export { activeTraceparent, formatTraceparent, parseTraceparent, TRACER_NAME } from './tracing';
 export { HEADER, DLQ_HEADER, OUTBOX_COLUMNS, SCHEMA_VERSION_HEADER, type RecordHeaders } from './envelope';
 export {
   runService,

@@ -5,6 +5,7 @@ import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
 import { OUTBOX_COLUMNS, SCHEMA_VERSION_HEADER } from '../envelope';
 import { OutboxError } from '../errors';
+import { activeTraceparent } from '../tracing';
 import { validateEvent, type ContentType, type OutboxEvent, type WriterEvent } from './event';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
 import { uuidv7 } from './uuidv7';
@@ -24,6 +25,13 @@ export interface OutboxWriterOptions {
    * the table stays empty, no cleanup job is needed. Only with CDC: the polling relay needs the rows.
    */
   deleteAfterInsert?: boolean;
+  /**
+   * 'active' (default): an event without a `traceparent` gets the one of the OpenTelemetry span active
+   * where it is written, so the router's handler span continues the writing request's trace
+   * (docs/tracing.md). 'off': only a hand-passed `traceparent` is stored. Without a registered
+   * OpenTelemetry SDK no span is ever active, and 'active' stores nothing either.
+   */
+  traceContext?: 'active' | 'off';
 }
 
 export interface WrittenEvent {
@@ -92,6 +100,10 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
   const table = qualified(options.outbox.schema, options.outbox.table);
   const defaultType: ContentType = options.contentType ?? 'application/vnd.apache.avro+binary';
   const limit = options.outbox.maxPayloadBytes;
+  if (options.traceContext !== undefined && options.traceContext !== 'active' && options.traceContext !== 'off') {
+    throw new OutboxError('CONFIG_INVALID', `createOutboxWriter's traceContext must be 'active' or 'off', got ${JSON.stringify(options.traceContext)}.`);
+  }
+  const traceActive = options.traceContext !== 'off';
 
   async function prepare(event: OutboxEvent, index?: number) {
     validateEvent(event, index);
@@ -107,7 +119,8 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
       );
     }
     const id = event.id ?? uuidv7();
-    const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, event.traceparent ?? null, headersColumn(event)];
+    const traceparent = event.traceparent ?? (traceActive ? activeTraceparent() : undefined) ?? null;
+    const row = [id, event.aggregateType, event.aggregateId, event.type, payload, contentType, traceparent, headersColumn(event)];
     const written: WrittenEvent = { id, aggregateType: event.aggregateType, aggregateId: event.aggregateId, type: event.type, contentType, bytes: payload.length };
     return { row, written };
   }

@@ -2,6 +2,7 @@ import type { PoolClient } from 'pg';
 import { isOutboxError } from '../errors';
 import { backoffDelay, sleepUnlessAborted } from '../retry';
 import { deadLetterAndPark } from './dead-letter';
+import { HandlerSpans } from './handler-spans';
 import { applyMany, HandlerFailed, InboxUnavailable, type HandlerCall } from './inbox-transaction';
 import { ParkedKeysStale, type ParkedKeys } from './parked';
 import { count, messageOf, waitForInfrastructure, whereOf, type BatchScope, type Outcome, type Prepared, type Ready, type RouterDeps } from './record-context';
@@ -20,15 +21,17 @@ interface Item {
 
 /**
  * The handler calls for the fresh records, in order: one per record with a per-event handler; one per
- * run of consecutive records whose handlers are the same batch function.
+ * run of consecutive records whose handlers are the same batch function. With `spans`, each call runs
+ * in its span (handler-spans.ts).
  */
-export function handlerCalls(fresh: readonly Item[]): Array<HandlerCall<Item>> {
+export function handlerCalls(fresh: readonly Item[], spans?: HandlerSpans): Array<HandlerCall<Item>> {
   const calls: Array<HandlerCall<Item>> = [];
+  const traced = (items: readonly Item[], call: () => Promise<void>) => (spans ? spans.run(items.map((item) => item.ready), call) : call());
   for (let i = 0; i < fresh.length; ) {
     const first = fresh[i] as Item;
     const handler = first.ready.handler;
     if (typeof handler === 'function') {
-      calls.push({ items: [first], run: (tx) => handler(first.ready.event, { tx }) });
+      calls.push({ items: [first], run: (tx) => traced([first], () => handler(first.ready.event, { tx })) });
       i++;
       continue;
     }
@@ -36,7 +39,7 @@ export function handlerCalls(fresh: readonly Item[]): Array<HandlerCall<Item>> {
     let end = i + 1;
     while (end < fresh.length && batchOf(fresh[end] as Item) === batch) end++;
     const items = fresh.slice(i, end);
-    calls.push({ items, run: (tx) => batch(items.map((item) => item.ready.event), { tx }) });
+    calls.push({ items, run: (tx) => traced(items, () => batch(items.map((item) => item.ready.event), { tx })) });
     i = end;
   }
   return calls;
@@ -58,6 +61,7 @@ export function chunkable(prepared: Prepared, scope: BatchScope): prepared is Re
  */
 export async function applyChunk(chunk: readonly Ready[], deps: RouterDeps, scope: BatchScope): Promise<Outcome[] | undefined> {
   const started = Date.now();
+  const spans = new HandlerSpans(deps.consumer);
   let results: Outcome[];
   try {
     results = await applyMany(
@@ -66,13 +70,16 @@ export async function applyChunk(chunk: readonly Ready[], deps: RouterDeps, scop
       deps.consumer,
       chunk.map((ready) => ({ id: ready.event.id, ready })),
       // None of its keys (unparked at load) was parked since: checked once, in the closing statement.
-      { handlerTimeoutMs: deps.handlerTimeoutMs, calls: handlerCalls, guard: scope.parked?.guard(chunk.map((c) => c.key)) },
+      { handlerTimeoutMs: deps.handlerTimeoutMs, calls: (fresh) => handlerCalls(fresh, spans), guard: scope.parked?.guard(chunk.map((c) => c.key)) },
     );
   } catch (error) {
+    // Each record is tried again alone, in a span of its own; a handler that threw has its exception on its span.
+    spans.end('rolled-back');
     const cause = error instanceof HandlerFailed || error instanceof InboxUnavailable ? error.cause : error;
     deps.emit('router.chunk-split', { topic: chunk[0]?.topic, partition: chunk[0]?.partition, records: chunk.length, error: messageOf(cause) });
     return undefined;
   }
+  spans.end('applied');
   const ms = Date.now() - started;
   chunk.forEach((r, i) => count(r, results[i] as 'applied' | 'duplicate', 1, ms, deps));
   return results;
@@ -143,20 +150,24 @@ async function applyReady(prepared: Ready, deps: RouterDeps, scope: BatchScope):
   let attempt = 1;
   let blocked = false;
   for (let wait = 1; ; ) {
+    const spans = new HandlerSpans(deps.consumer, attempt);
     try {
       const started = Date.now();
       const [result] = await applyMany(deps.pool, deps.inboxTable, deps.consumer, [{ id: event.id, ready: prepared }], {
         handlerTimeoutMs: deps.handlerTimeoutMs,
-        calls: handlerCalls,
+        calls: (fresh) => handlerCalls(fresh, spans),
         afterInbox,
         guard: releases ? undefined : parked?.guard([key]),
       });
+      spans.end('applied');
       if (releases) parked?.released(key, nextHead);
       if (blocked) deps.emit('router.unblocked', { ...whereOf(prepared), id: event.id, attempts: attempt });
       count(prepared, result as 'applied' | 'duplicate', attempt, Date.now() - started, deps);
       return result as 'applied' | 'duplicate';
     } catch (error) {
       if (error instanceof InboxUnavailable) {
+        // Not the record's fault: the same try again (stale: decided again on the key's head).
+        spans.end(error.cause instanceof ParkedKeysStale ? 'rolled-back' : 'retry', error.cause instanceof ParkedKeysStale ? undefined : error.cause);
         if (error.cause instanceof ParkedKeysStale) return 'stale';
         if (!(await waitForInfrastructure(error.cause, wait++, whereOf(prepared), deps, scope))) return 'aborted';
         continue;
@@ -166,8 +177,10 @@ async function applyReady(prepared: Ready, deps: RouterDeps, scope: BatchScope):
       const hopeless = isOutboxError(cause) && !cause.retriable;
       const policy = deps.policyFor?.(prepared.aggregateType) ?? 'dead-letter';
       if ((hopeless || attempt >= deps.maxAttempts) && policy === 'dead-letter') {
-        return deadLetterAndPark(prepared, { code: isOutboxError(cause) ? cause.code : 'HANDLER_FAILED', message: messageOf(cause), attempts: attempt }, event.id, deps, scope);
+        // The try's span stays open until the dead letter is written: its outcome is the record's.
+        return deadLetterAndPark(prepared, { code: isOutboxError(cause) ? cause.code : 'HANDLER_FAILED', message: messageOf(cause), attempts: attempt }, event.id, deps, scope, spans, cause);
       }
+      spans.end('retry', cause);
       if ((hopeless || attempt >= deps.maxAttempts) && !blocked) {
         // `block`: the partition waits on this record, retrying at the backoff ceiling, so order holds strictly.
         blocked = true;

@@ -1,6 +1,7 @@
 import type { IHeaders, Message } from 'kafkajs';
 import { DEAD_LETTER_HEADERS, DLQ_HEADER, HEADER } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
+import { HandlerSpans } from './handler-spans';
 import { messageOf, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Outcome, type RouterDeps, type Where } from './record-context';
 
 /** What is known about a record that is given up on. */
@@ -98,10 +99,27 @@ export function isRetriableSendError(error: unknown): boolean {
 /**
  * The third part of a record's way: its dead letter, then (policy permitting) its key parked so the
  * key's later events follow it. Resolves 'aborted' when the router stops while waiting for the DLQ or
- * the database.
+ * the database. `spans`: the last try's handler span (`cause` its error), ended here with the dead
+ * letter's outcome; without one (no handler ran) the record gets a span of its own.
  */
-export async function deadLetterAndPark(where: Where, failure: Failure, eventId: string | undefined, deps: RouterDeps, scope: BatchScope): Promise<Outcome> {
-  const outcome = await sendDeadLetter(where, failure, deps, scope);
+export async function deadLetterAndPark(
+  where: Where,
+  failure: Failure,
+  eventId: string | undefined,
+  deps: RouterDeps,
+  scope: BatchScope,
+  spans: HandlerSpans = HandlerSpans.withoutHandler(where, eventId, deps.consumer),
+  cause?: unknown,
+): Promise<Outcome> {
+  let outcome: Outcome;
+  try {
+    outcome = await sendDeadLetter(where, failure, deps, scope);
+  } catch (error) {
+    spans.end('aborted', error);
+    throw error;
+  }
+  if (outcome === 'dead-lettered') spans.end('dead-lettered', cause, { failure, topic: deps.dlqTopicFor(where.topic, where.aggregateType) });
+  else spans.end('aborted', cause);
   if (outcome !== 'dead-lettered' || !scope.parked || where.key === '') return outcome;
   const id = eventId ?? `offset:${where.topic}/${where.partition}/${where.message.offset}`;
   for (let wait = 1; ; wait++) {
