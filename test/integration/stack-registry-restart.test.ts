@@ -14,9 +14,12 @@ jest.setTimeout(180_000);
 describe('native stack: the registry remembers its schemas across a restart', () => {
   it('registers, is killed and started again, and still decodes the old record and encodes without registering', async () => {
     const config = loadConfig({ env: {} });
-    const aggregateType = randomName('reg').replace(/-/g, '');
+    const aggregateType = 'order';
+    // A topic of its own, so the subject (`<topic>-<record name>`) is new to the registry.
+    const prefix = randomName('reg').replace(/-/g, '');
+    const topicFor = (t: string) => `${prefix}.outbox.event.${t}`;
     const payload = { orderId: 'o-1', customerId: 'c-1', currency: 'EUR', totalCents: 1999, lines: [{ sku: 'SKU-1', quantity: 1, priceCents: 1999 }], placedAt: new Date('2026-12-01T10:00:00Z') };
-    const writer = createCodec({ registry: config.registry, autoRegister: true, topicFor: (t) => `outbox.event.${t}` });
+    const writer = createCodec({ registry: config.registry, autoRegister: true, topicFor });
     const old = await writer.encode(aggregateType, 'OrderCreated', payload, AVRO_CONTENT_TYPE);
 
     const tables = await withClient(REGISTRY_DATABASE, (c) => c.query<{ n: number }>("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"));
@@ -27,9 +30,9 @@ describe('native stack: the registry remembers its schemas across a restart', ()
     await stack.up();
 
     // Fresh codecs: nothing cached from before the restart.
-    const reader = createCodec({ registry: config.registry, topicFor: (t) => `outbox.event.${t}` });
+    const reader = createCodec({ registry: config.registry, topicFor });
     expect(await reader.decode(old, AVRO_CONTENT_TYPE)).toEqual(payload);
-    const strictWriter = createCodec({ registry: config.registry, autoRegister: false, topicFor: (t) => `outbox.event.${t}` });
+    const strictWriter = createCodec({ registry: config.registry, autoRegister: false, topicFor });
     const fresh = await strictWriter.encode(aggregateType, 'OrderCreated', payload, AVRO_CONTENT_TYPE);
     expect(fresh.readInt32BE(1)).toBe(old.readInt32BE(1));
   });
