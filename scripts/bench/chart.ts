@@ -81,6 +81,7 @@ export function chartSpec(input: ChartInput): Record<string, unknown> {
 export const CHART_PACKAGES = ['vega', 'vega-lite'] as const;
 
 // A real dynamic import (TypeScript would turn `import()` into require, and vega-lite is ESM with top-level await).
+// eslint-disable-next-line @typescript-eslint/no-implied-eval
 const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
 
 /**

@@ -62,7 +62,7 @@ export function startCliProcess(options: { command: 'router' | 'relay' | 'watchd
   createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (line) => {
     let entry: { level?: number; msg?: string; metrics?: string; err?: unknown } | undefined;
     try {
-      entry = JSON.parse(line);
+      entry = JSON.parse(line) as typeof entry;
     } catch {
       problems.push(line);
       return;

@@ -61,7 +61,7 @@ export function benchCommand(): Command {
         'Prints every figure beside its target and writes bench/results.json (with a `why` for each missed target). See docs/bench.md.',
     )
     .addOption(new Option('--only <parts>', `comma list of parts: ${PARTS.join(',')}`).default([...PARTS]).argParser((v) => v.split(',').map((x) => x.trim()).filter(Boolean)))
-    .option('--quick', `a short profile (${Object.entries(QUICK).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(',') : v}`).join(', ')}); explicit flags win`, false)
+    .option('--quick', `a short profile (${Object.entries(QUICK).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(',') : String(v)}`).join(', ')}); explicit flags win`, false)
     .addOption(new Option('--seconds <n>', 'length of each rate step of the latency curve').default(15).argParser(int))
     .addOption(new Option('--warmup-seconds <n>', 'warm-up at the first rate before each pipeline is measured (JVM and Node JIT)').default(20).argParser(int))
     .addOption(new Option('--rates <list>', 'events/s of the latency curve, in order; measuring stops at the first rate past the knee').default([100, 200, 500, 1000, 2000, 5000]).argParser(list))

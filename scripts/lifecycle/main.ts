@@ -139,7 +139,7 @@ async function main(opts: { minutes: number; rate: number; cleanupEvery: number;
       while (Date.now() < end + 1 && !stop.signal.aborted) {
         await sleep(Math.max(0, t0 + (minute + 1) * 60_000 - Date.now()));
         minute++;
-        const { rows } = await pool.query(`
+        const { rows } = await pool.query<{ outbox_rows: number; outbox_bytes: string; inbox_rows: number; inbox_bytes: string; parked_rows: number; parked_bytes: string; slot_bytes: string | null; handled: number }>(`
           SELECT (SELECT count(*) FROM outbox)::int AS outbox_rows, pg_total_relation_size('outbox')::bigint AS outbox_bytes,
                  (SELECT count(*) FROM inbox)::int AS inbox_rows, pg_total_relation_size('inbox')::bigint AS inbox_bytes,
                  (SELECT count(*) FROM inbox_parked)::int AS parked_rows, pg_total_relation_size('inbox_parked')::bigint AS parked_bytes,

@@ -173,7 +173,7 @@ export function run(command: string, args: readonly string[], options: SpawnSync
   if (result.error) {
     return { status: 127, output: String(result.error.message) };
   }
-  return { status: result.status ?? 1, output: `${result.stdout ?? ''}${result.stderr ?? ''}` };
+  return { status: result.status ?? 1, output: `${String(result.stdout ?? '')}${String(result.stderr ?? '')}` };
 }
 
 export function which(command: string): string | undefined {

@@ -125,7 +125,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
       if (response.status >= 500 || response.status === 429 || response.status === 401 || response.status === 403) {
         throw fromRegistryStatus(url, what, request, response.status, response.data);
       }
-      return { status: response.status, data: response.data };
+      return { status: response.status, data: response.data as unknown };
     });
   }
 

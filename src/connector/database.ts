@@ -47,7 +47,7 @@ export async function missingPrerequisites(client: Client, config: OutboxConfig,
     if (!hb.tablePublished) missing.push(`publication "${publication}" does not publish the heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`);
   }
   if (heartbeat) {
-    const hb = await client.query('SELECT to_regclass($1) AS oid', [`${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`]);
+    const hb = await client.query<{ oid: string | null }>('SELECT to_regclass($1) AS oid', [`${quoteIdent(schema)}.${quoteIdent(heartbeatTable)}`]);
     if (hb.rows[0]?.oid === null) missing.push(`heartbeat table ${quoteIdent(schema)}.${quoteIdent(heartbeatTable)} does not exist`);
   }
   return missing;

@@ -271,7 +271,7 @@ async function updateExisting(
     expectTaskConfig: Object.fromEntries([
       ...[...diff.added, ...diff.changed].filter((d) => !isSecretKey(d.key)).map((d) => [d.key, desired[d.key] as string]),
       ...diff.removed.filter((d) => !isSecretKey(d.key)).map((d) => [d.key, null]),
-    ]),
+    ]) as Record<string, string | null>,
   };
 }
 

@@ -14,7 +14,10 @@ export interface PreflightFacts {
 export const MIN_SERVER_VERSION_NUM = 130000;
 
 export async function readPreflightFacts(client: Client, config: OutboxConfig): Promise<PreflightFacts> {
-  const { rows } = await client.query(
+  const { rows } = await client.query<{
+    version: string; version_num: number; wal_level: string; max_slots: number; used_slots: number; our_slot: boolean;
+    max_senders: number; used_senders: number; role: string; rolsuper: boolean; rolcreaterole: boolean; rolreplication: boolean; can_create: boolean;
+  }>(
     `SELECT current_setting('server_version') AS version,
             current_setting('server_version_num')::int AS version_num,
             current_setting('wal_level') AS wal_level,

@@ -47,7 +47,7 @@ export async function publishBatch(records: readonly RelayRecord[], sender: Send
       else failed.push({ group, error: r.reason });
     });
     if (results.every((r) => r.status === 'rejected')) {
-      const last = (results[results.length - 1] as PromiseRejectedResult).reason;
+      const last: unknown = (results[results.length - 1] as PromiseRejectedResult).reason;
       for (const group of groups.slice(start + wave)) failed.push({ group, error: last });
       break;
     }

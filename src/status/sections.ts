@@ -156,7 +156,7 @@ export async function readSlots(config: OutboxConfig, timeoutMs: number): Promis
 
 /** Runs `fn` over `items`, at most `limit` at a time. */
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
+  const out: R[] = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {
     while (next < items.length) {

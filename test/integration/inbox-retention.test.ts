@@ -199,7 +199,6 @@ describe('inbox retention (real stack)', () => {
     const emptyMs = await median(() => ParkedKeys.load(pool, PARKED, randomName('none'), 'order', keys));
     const wholeMs = await median(() => pool.query(`SELECT aggregate_id, event_id FROM ${PARKED} WHERE consumer = $1 AND aggregate_type = $2`, [consumer, 'order']));
     const sorted = [...runs].sort((a, b) => a - b);
-    // eslint-disable-next-line no-console
     console.log(
       `parked head load, 500 keys (100 parked, 10,000 parked events): rows ${rowsOut}, median ${sorted[10]?.toFixed(2)} ms, max ${sorted[19]?.toFixed(2)} ms, ` +
         `server ${(plan['Execution Time'] as number).toFixed(2)} ms; nothing parked ${emptyMs} ms; whole list (10,000 rows) ${wholeMs} ms; gauge query ${summaryMs.toFixed(1)} ms; status section ${statusMs.toFixed(1)} ms`,
@@ -208,7 +207,6 @@ describe('inbox retention (real stack)', () => {
     await pool.query("INSERT INTO inbox (consumer, message_id, processed_at) SELECT $1, gen_random_uuid(), now() - interval '40 days' FROM generate_series(1, 2000)", [consumer]);
     const result = await pruneInbox(pool, { inboxTable: INBOX, parkedTable: PARKED, consumer, retentionMs: 30 * DAY, batchSize: 1_000 });
     expect(result.deleted).toBe(2_000);
-    // eslint-disable-next-line no-console
     console.log(`prune of 2,000 rows in batches of 1,000 beside 10,000 parked events: ${result.batches} statements, ${result.ms.toFixed(1)} ms`);
   });
 });

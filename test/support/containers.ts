@@ -20,6 +20,7 @@ export async function startComposeStack(): Promise<void> {
     throw new Error(
       `STACK=containers needs a reachable Docker engine with Compose, and starting docker-compose.yml failed: ${(error as Error).message}\n` +
         'Unset STACK to use the native stack (`npm run stack:up`).',
+      { cause: error },
     );
   }
 }

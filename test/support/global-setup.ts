@@ -41,6 +41,7 @@ export default async function globalSetup(): Promise<void> {
     throw new Error(
       `Integration tests need the local stack, and it could not be started:\n${(error as Error).message}\n\n` +
         'Fix that, then run `npm run stack:up` until it reports "stack ready", and rerun the tests.',
+      { cause: error },
     );
   }
 }

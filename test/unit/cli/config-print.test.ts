@@ -37,6 +37,6 @@ describe('outbox config print', () => {
   it('the text form is one aligned line per setting', () => {
     const lines = renderConfigText(settings).trimEnd().split('\n');
     expect(lines).toHaveLength(settings.length);
-    expect(lines.find((l) => l.startsWith('router.consumer '))).toMatch(/^router\.consumer +=  ?"billing"  \(env OUTBOX_ROUTER_CONSUMER\)$/);
+    expect(lines.find((l) => l.startsWith('router.consumer '))).toMatch(/^router\.consumer +=  ?"billing" {2}\(env OUTBOX_ROUTER_CONSUMER\)$/);
   });
 });
