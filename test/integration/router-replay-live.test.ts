@@ -68,6 +68,6 @@ describe('router replay of a key that keeps receiving events', () => {
     expect((await effects(s)).filter((r) => r.aggregate_id === 'cold')).toHaveLength(written.length);
     // Once released, nothing more was dead-lettered (the key's later events flowed).
     expect(router.stats().deadLettered).toBe(deadLetteredAtRelease);
-    expect(deadLetteredAtRelease).toBeGreaterThan(12);
+    expect(deadLetteredAtRelease).toBeGreaterThanOrEqual(12);
   });
 });
