@@ -5,7 +5,7 @@ import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
 import { topicNames } from '../topics';
-import { consumerName, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
+import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -34,6 +34,11 @@ function timeoutMs(value: string): number {
   return Number(value);
 }
 
+function followMs(value: string): number {
+  if (!/^\d+$/.test(value)) throw new OutboxError('FLAG_INVALID', `--follow-ms must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
 export function dlqCommands(): Command[] {
   const replay = withConfigOption(
     new Command('dlq:replay').description(
@@ -50,9 +55,15 @@ export function dlqCommands(): Command[] {
     .option('--beyond-horizon', 'with --all, also dead letters older than router.dlqReplayHorizonMs (an event applied by an earlier replay whose inbox row was pruned is applied again)', false)
     .option('--dry-run', 'list what would be replayed; publish nothing', false)
     .option('--timeout-ms <ms>', 'give up when reading the dead-letter topic makes no progress for this long', timeoutMs, DEFAULT_REPLAY_TIMEOUT_MS)
+    .option(
+      '--follow-ms <ms>',
+      'outstanding mode: after the end, keep replaying the events of the replayed keys that the router parks meanwhile (they arrived while the replay ran), until each key is released, for at most this long (0: one pass)',
+      followMs,
+      DEFAULT_REPLAY_FOLLOW_MS,
+    )
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; beyondHorizon: boolean; dryRun: boolean; json: boolean; timeoutMs: number }, command: Command) => {
+      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; beyondHorizon: boolean; dryRun: boolean; json: boolean; timeoutMs: number; followMs: number }, command: Command) => {
         const log = loggerFor(command);
         const config = configFrom(command);
         const { dlqTopic, aggregateType } = target(opts, config);
@@ -67,6 +78,7 @@ export function dlqCommands(): Command[] {
             horizonMs: opts.beyondHorizon ? undefined : config.router.dlqReplayHorizonMs,
             dryRun: opts.dryRun,
             timeoutMs: opts.timeoutMs,
+            followMs: opts.followMs,
             logger: log,
           });
           if (opts.json) {
@@ -76,6 +88,9 @@ export function dlqCommands(): Command[] {
             process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}${report.beyondHorizon ? `, ${report.beyondHorizon} older than router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : ''}\n`);
             for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
             if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
+            if (report.stillParked.length > 0) {
+              process.stdout.write(`  still parked: ${report.stillParked.join(', ')} (an event failed again, could not be replayed, or --follow-ms ran out; outbox status lists their heads)\n`);
+            }
           }
         } finally {
           await pool.end().catch(() => {});

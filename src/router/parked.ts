@@ -109,12 +109,14 @@ export class ParkedKeys {
 
   /**
    * Deletes the head row inside the replayed event's inbox transaction and reads the key's next head in
-   * the same statement (LIMIT 1). Returns it for `released`.
+   * the same statement (LIMIT 1). Returns it for `released`. `ORDER BY p.seq`, qualified: a bare `seq`
+   * would name the output column `seq::text AS seq` and order the seqs as text ('10' < '9'), making a
+   * later event the head, so the replayed events before it went back to the DLQ.
    */
   async releaseIn(tx: PoolClient, key: string, eventId: string): Promise<Head | undefined> {
     const { rows } = await tx.query<{ event_id: string; seq: string }>(
       `WITH gone AS (DELETE FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id = $4) ` +
-        `SELECT event_id, seq::text AS seq FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id <> $4 ORDER BY seq LIMIT 1`,
+        `SELECT p.event_id, p.seq::text AS seq FROM ${this.table} p WHERE p.consumer = $1 AND p.aggregate_type = $2 AND p.aggregate_id = $3 AND p.event_id <> $4 ORDER BY p.seq LIMIT 1`,
       [this.consumer, this.aggregateType, key, eventId],
     );
     return rows[0] ? { eventId: rows[0].event_id, seq: rows[0].seq } : undefined;

@@ -2,12 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
+import { sleep } from '../retry';
 import type { Logger } from '../log';
 import { DEAD_LETTER_HEADERS, REDUCED_HEADER, sanitizeHeaders } from './dead-letter';
 import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { REPLAY_HEADER } from './record-context';
 
 export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
+/** How long a replay follows the keys it replayed until they are released (ReplayOptions.followMs). */
+export const DEFAULT_REPLAY_FOLLOW_MS = 60_000;
+/** How often a following replay checks whether its keys are released. */
+const FOLLOW_POLL_MS = 200;
 
 export interface ReplayOptions {
   kafka: Kafka;
@@ -31,6 +36,15 @@ export interface ReplayOptions {
    */
   horizonMs?: number;
   dryRun?: boolean;
+  /**
+   * With `outstanding` (and without `ids`): after the dead-letter topic's end, keep reading it for up to
+   * this long and replay the new dead letters of the keys this replay replayed, while they are parked,
+   * until each key is released (no parked row) or fails again. A key that keeps receiving events gets
+   * some parked while its replayed events are on their way (the router keeps a key's order, so an event
+   * that arrives before the replayed ones is parked behind them); without this the replay would leave
+   * them parked, and with them every later event of the key. 0: one pass only. Default 60 s.
+   */
+  followMs?: number;
   logger?: Logger;
   /** Gives up when reading the DLQ makes no progress for this long (a broker problem). Default 60 s. */
   timeoutMs?: number;
@@ -55,6 +69,12 @@ export interface ReplayReport {
   reduced: number;
   /** Matching dead letters older than `horizonMs`, left alone. */
   beyondHorizon: number;
+  /**
+   * Keys this replay replayed that are still parked when it returns (a replayed event failed again, an
+   * event of the key could not be replayed, or `followMs` ran out); empty when every one was released.
+   * Only with `outstanding` and without `ids` (otherwise empty).
+   */
+  stillParked: string[];
   dryRun: boolean;
 }
 
@@ -73,6 +93,10 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   const timeoutMs = options.timeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new OutboxError('FLAG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
+  }
+  const followMs = options.followMs ?? DEFAULT_REPLAY_FOLLOW_MS;
+  if (!Number.isInteger(followMs) || followMs < 0) {
+    throw new OutboxError('FLAG_INVALID', `The replay follow time must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(followMs)} (--follow-ms).`);
   }
   const admin = kafka.admin();
   await admin.connect();
@@ -102,7 +126,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, stillParked: [], dryRun: Boolean(options.dryRun) };
   const horizonStart = options.outstanding || options.horizonMs === undefined ? undefined : Date.now() - options.horizonMs;
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
@@ -111,6 +135,15 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   await producer?.connect();
   const seen = new Set<string>();
   const at = new Date().toISOString();
+  const follow = options.outstanding && !options.ids?.length && !options.dryRun && followMs > 0 ? new Follow(options.outstanding) : undefined;
+  const send = async (partition: number, message: KafkaMessage, originalTopic: string, key: string) => {
+    if (producer) {
+      const headers = sanitizeHeaders(message.headers, (name) => DEAD_LETTER_HEADERS.test(name));
+      headers[REPLAY_HEADER] = at;
+      await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
+    }
+    report.replayed.push({ id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) });
+  };
   try {
     await readToEnd(kafka, dlqTopic, ends, timeoutMs, async (partition, message) => {
       report.scanned++;
@@ -122,7 +155,12 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       const key = message.key?.toString('utf8') ?? '';
       const id = headerText(message.headers, HEADER.id)?.toLowerCase();
       if (options.key !== undefined && key !== options.key) return;
-      if (wanted && (!id || !wanted.has(id))) return;
+      const pastEnd = BigInt(message.offset) >= (ends.get(partition) ?? 0n);
+      if (wanted && (!id || !wanted.has(id))) {
+        // Past the end: maybe an event of a key being replayed, parked after the outstanding ids were read.
+        if (follow && id && pastEnd) await follow.tail(id, key, message, () => seen.has(id), () => (seen.add(id), send(partition, message, originalTopic, key)));
+        return;
+      }
       if (horizonStart !== undefined && Number(message.timestamp) < horizonStart) {
         report.beyondHorizon++;
         return;
@@ -130,25 +168,97 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       // Its value was refused by the DLQ: nothing to replay (the original is at x-original-offset).
       if (headerText(message.headers, REDUCED_HEADER) !== undefined) {
         report.reduced++;
+        follow?.giveUp(key);
         return;
       }
       // Dead-lettered twice (a replay that failed again): once is enough, at its first place.
       if (id) {
-        if (seen.has(id)) return;
+        if (seen.has(id)) {
+          // Past the end it was read at: this replay's event went back to the DLQ (it failed again).
+          if (follow && pastEnd) follow.giveUp(key);
+          return;
+        }
         seen.add(id);
       }
-      if (producer) {
-        const headers = sanitizeHeaders(message.headers, (name) => DEAD_LETTER_HEADERS.test(name));
-        headers[REPLAY_HEADER] = at;
-        await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
-      }
-      report.replayed.push({ id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) });
-    });
+      follow?.chase(key);
+      await send(partition, message, originalTopic, key);
+    }, follow && { done: () => follow.done(), followMs });
   } finally {
     await producer?.disconnect().catch(() => {});
   }
+  report.stillParked = follow ? await follow.stillParked() : [];
   if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: report.replayed.length }, 'dead letters replayed');
   return report;
+}
+
+/**
+ * With `outstanding`: the keys a replay replayed, followed past the dead-letter topic's end until each
+ * is released. The router parks an event of a key that arrives while the key's replayed events are on
+ * their way (behind them, to keep the key's order): its dead letter (KEY_PARKED) comes after the end
+ * the replay read to, so the replay re-publishes it too, and the key is released once the router
+ * catches up. A key is given up on (left parked, reported) when one of this replay's events comes back
+ * to the DLQ (it failed again), a new failure of the key is dead-lettered, or a letter of it cannot be
+ * replayed.
+ */
+class Follow {
+  private readonly chased = new Set<string>();
+  private readonly given = new Set<string>();
+
+  constructor(private readonly o: NonNullable<ReplayOptions['outstanding']>) {}
+
+  chase(key: string): void {
+    if (!this.given.has(key)) this.chased.add(key);
+  }
+
+  giveUp(key: string): void {
+    this.chased.delete(key);
+    this.given.add(key);
+  }
+
+  /** A dead letter not among the outstanding ids read at the start: replayed when it is a parked event of a followed key. */
+  async tail(id: string, key: string, message: KafkaMessage, seen: () => boolean, replay: () => Promise<void>): Promise<void> {
+    if (!this.chased.has(key)) return;
+    if (seen() || headerText(message.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED' || headerText(message.headers, REDUCED_HEADER) !== undefined) {
+      this.giveUp(key);
+      return;
+    }
+    // The router writes the dead letter, then the parked row: wait a moment for the row.
+    for (let i = 0; i < 40; i++) {
+      if (await this.parked(key, id)) return replay();
+      await sleep(50);
+    }
+  }
+
+  /** Drops the released keys; true when no followed key is left. */
+  async done(): Promise<boolean> {
+    if (this.chased.size === 0) return true;
+    const still = new Set(await this.parkedKeys([...this.chased]));
+    for (const key of [...this.chased]) if (!still.has(key)) this.chased.delete(key);
+    return this.chased.size === 0;
+  }
+
+  async stillParked(): Promise<string[]> {
+    const keys = [...this.chased, ...this.given];
+    return keys.length ? (await this.parkedKeys(keys)).sort() : [];
+  }
+
+  private async parked(key: string, id: string): Promise<boolean> {
+    const { rows } = await this.o.pool.query(`SELECT 1 FROM ${this.o.parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id IN ($4, lower($4))`, [
+      this.o.consumer,
+      this.o.aggregateType,
+      key,
+      id,
+    ]);
+    return rows.length > 0;
+  }
+
+  private async parkedKeys(keys: string[]): Promise<string[]> {
+    const { rows } = await this.o.pool.query<{ aggregate_id: string }>(
+      `SELECT DISTINCT aggregate_id FROM ${this.o.parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[])`,
+      [this.o.consumer, this.o.aggregateType, keys],
+    );
+    return rows.map((r) => r.aggregate_id);
+  }
 }
 
 /**
@@ -156,48 +266,83 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
  * the next replay), handing each record to `each` in partition order before fetching more. Gives up
  * (DLQ_UNAVAILABLE) when no record arrived for `timeoutMs`: a broker problem, not a large topic.
  *
+ * With `follow`, it goes on past those ends once every partition reached its end, handing on the new
+ * records too, until `follow.done()` (checked every FOLLOW_POLL_MS) or `followMs` has passed.
+ *
  * The consumer is only disconnected once `run()` has returned, i.e. its group join finished or crashed:
  * kafkajs's `stop()` does nothing to a runner still joining, so a disconnect during the join would let
  * the join go on over closed connections, crash with a retriable error and be restarted by kafkajs (a
  * consumer left running after the replay returned). And once the replay is closing, a crash is never
  * restarted (`restartOnFailure`); before that, kafkajs restarts a retriable crash as usual.
  */
-async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>, timeoutMs: number, each: (partition: number, message: KafkaMessage) => Promise<void>): Promise<void> {
+async function readToEnd(
+  kafka: Kafka,
+  topic: string,
+  ends: Map<number, bigint>,
+  timeoutMs: number,
+  each: (partition: number, message: KafkaMessage) => Promise<void>,
+  follow?: { done(): Promise<boolean>; followMs: number },
+): Promise<void> {
   const groupId = `outbox-dlq-replay-${randomUUID()}`;
   let closing = false;
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, retry: { retries: 5, restartOnFailure: async () => !closing } });
   const remaining = new Set(ends.keys());
   let running: Promise<void> | undefined;
+  let poller: NodeJS.Timeout | undefined;
   await consumer.connect();
   try {
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let failed = false;
+      let finished = false;
       const fail = (error: unknown) => {
         failed = true;
         clearTimeout(timer);
+        clearTimeout(poller);
         reject(error);
+      };
+      const finish = () => {
+        finished = true;
+        clearTimeout(timer);
+        clearTimeout(poller);
+        resolve();
       };
       const arm = () => {
         clearTimeout(timer);
+        if (remaining.size === 0) return; // following: waiting for new records is no broker problem
         timer = setTimeout(
           () => fail(new OutboxError('DLQ_UNAVAILABLE', `Reading ${topic} made no progress for ${timeoutMs} ms (--timeout-ms); check the brokers (outbox status).`, { retriable: true })),
           timeoutMs,
         );
       };
+      const reachedEnds = () => {
+        if (!follow) return finish();
+        clearTimeout(timer);
+        const until = Date.now() + follow.followMs;
+        const poll = () => {
+          poller = setTimeout(() => {
+            follow
+              .done()
+              .then((done) => (failed || finished ? undefined : done || Date.now() >= until ? finish() : poll()))
+              .catch(fail);
+          }, FOLLOW_POLL_MS);
+        };
+        poll();
+      };
       arm();
       running = consumer.run({
         autoCommit: false,
         eachBatch: async ({ batch, heartbeat }) => {
-          const end = ends.get(batch.partition);
-          if (end === undefined || failed || !remaining.has(batch.partition)) return;
+          const end = ends.get(batch.partition) ?? (follow ? 0n : undefined);
+          if (end === undefined || failed || finished || (!follow && !remaining.has(batch.partition))) return;
           arm();
           try {
             for (const message of batch.messages) {
-              if (BigInt(message.offset) >= end) break;
+              // Following, records past the end are handed on too: kafkajs would not fetch them again.
+              if (BigInt(message.offset) >= end && !follow) break;
               await each(batch.partition, message);
-              if (failed) return;
+              if (failed || finished) return;
               arm();
               await heartbeat();
             }
@@ -205,18 +350,17 @@ async function readToEnd(kafka: Kafka, topic: string, ends: Map<number, bigint>,
             fail(error);
             return;
           }
+          if (!remaining.has(batch.partition)) return;
           // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
           if (BigInt(batch.messages.at(-1)?.offset ?? '-1') >= end - 1n) remaining.delete(batch.partition);
-          if (remaining.size === 0) {
-            clearTimeout(timer);
-            resolve();
-          }
+          if (remaining.size === 0) reachedEnds();
         },
       });
       running.catch(fail);
     });
   } finally {
     closing = true;
+    clearTimeout(poller);
     await running?.catch(() => {});
     await consumer.disconnect().catch(() => {});
     const admin = kafka.admin();
