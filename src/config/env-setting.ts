@@ -5,7 +5,7 @@ export type EnvValueType = 'string' | 'number' | 'boolean' | 'enum' | 'list' | '
 export interface EnvSetting {
   env: string;
   path: string[];
-  /** Hand tables may leave it out; ENV_SETTINGS holds the schema's type for every entry. */
+  /** Set from the schema in ENV_SETTINGS (hand tables leave it out). */
   type?: EnvValueType;
   /** The allowed values of an enum setting. */
   values?: readonly string[];

@@ -15,20 +15,21 @@ import { WATCHDOG_ENV_SETTINGS } from './watchdog-schema';
  * - every other leaf gets a derived name, `OUTBOX_` + its dotted path in UPPER_SNAKE_CASE
  *   (`router.backoff.initialDelayMs` → `OUTBOX_ROUTER_BACKOFF_INITIAL_DELAY_MS`).
  *
- * A record (`router.policies`) takes a JSON object. The variable's type comes from the schema.
+ * A record (`router.policies`) takes a JSON object. Every variable's type comes from the schema
+ * (`settingLeaves`), explicit ones included: the hand tables name, they do not type.
  */
 const EXPLICIT_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'PGHOST', path: ['database', 'host'] },
-  { env: 'PGPORT', path: ['database', 'port'], type: 'number' },
+  { env: 'PGPORT', path: ['database', 'port'] },
   { env: 'PGDATABASE', path: ['database', 'database'] },
   { env: 'PGUSER', path: ['database', 'user'] },
   { env: 'PGPASSWORD', path: ['database', 'password'] },
-  { env: 'OUTBOX_DB_SSL', path: ['database', 'ssl'], type: 'boolean' },
+  { env: 'OUTBOX_DB_SSL', path: ['database', 'ssl'] },
   { env: 'OUTBOX_SCHEMA', path: ['outbox', 'schema'] },
   { env: 'OUTBOX_TABLE', path: ['outbox', 'table'] },
   { env: 'OUTBOX_INBOX_TABLE', path: ['outbox', 'inboxTable'] },
   { env: 'OUTBOX_PUBLICATION', path: ['outbox', 'publication'] },
-  { env: 'OUTBOX_MAX_PAYLOAD_BYTES', path: ['outbox', 'maxPayloadBytes'], type: 'number' },
+  { env: 'OUTBOX_MAX_PAYLOAD_BYTES', path: ['outbox', 'maxPayloadBytes'] },
   { env: 'OUTBOX_CDC_ROLE', path: ['roles', 'cdc'] },
   { env: 'OUTBOX_CDC_PASSWORD', path: ['roles', 'cdcPassword'] },
   { env: 'OUTBOX_APP_ROLE', path: ['roles', 'app'] },
@@ -39,13 +40,13 @@ const EXPLICIT_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_PASSWORD', path: ['roles', 'routerPassword'] },
   { env: 'OUTBOX_RELAY_ROLE', path: ['roles', 'relay'] },
   { env: 'OUTBOX_RELAY_PASSWORD', path: ['roles', 'relayPassword'] },
-  { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], type: 'list' },
-  { env: 'OUTBOX_KAFKA_SSL', path: ['kafka', 'ssl', 'enabled'], type: 'boolean' },
+  { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'] },
+  { env: 'OUTBOX_KAFKA_SSL', path: ['kafka', 'ssl', 'enabled'] },
   { env: 'OUTBOX_KAFKA_SSL_CA_FILE', path: ['kafka', 'ssl', 'caFile'] },
   { env: 'OUTBOX_KAFKA_SSL_CERT_FILE', path: ['kafka', 'ssl', 'certFile'] },
   { env: 'OUTBOX_KAFKA_SSL_KEY_FILE', path: ['kafka', 'ssl', 'keyFile'] },
   { env: 'OUTBOX_KAFKA_SSL_KEY_PASSWORD', path: ['kafka', 'ssl', 'keyPassword'] },
-  { env: 'OUTBOX_KAFKA_SSL_REJECT_UNAUTHORIZED', path: ['kafka', 'ssl', 'rejectUnauthorized'], type: 'boolean' },
+  { env: 'OUTBOX_KAFKA_SSL_REJECT_UNAUTHORIZED', path: ['kafka', 'ssl', 'rejectUnauthorized'] },
   { env: 'OUTBOX_KAFKA_SASL_MECHANISM', path: ['kafka', 'sasl', 'mechanism'] },
   { env: 'OUTBOX_KAFKA_SASL_USERNAME', path: ['kafka', 'sasl', 'username'] },
   { env: 'OUTBOX_KAFKA_SASL_PASSWORD', path: ['kafka', 'sasl', 'password'] },
@@ -53,12 +54,12 @@ const EXPLICIT_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_REGISTRY_USERNAME', path: ['registry', 'username'] },
   { env: 'OUTBOX_REGISTRY_PASSWORD', path: ['registry', 'password'] },
   { env: 'OUTBOX_REGISTRY_CA_FILE', path: ['registry', 'caFile'] },
-  { env: 'OUTBOX_REGISTRY_REJECT_UNAUTHORIZED', path: ['registry', 'rejectUnauthorized'], type: 'boolean' },
+  { env: 'OUTBOX_REGISTRY_REJECT_UNAUTHORIZED', path: ['registry', 'rejectUnauthorized'] },
   { env: 'OUTBOX_CONNECT_URL', path: ['connect', 'url'] },
   { env: 'OUTBOX_CONNECT_USERNAME', path: ['connect', 'username'] },
   { env: 'OUTBOX_CONNECT_PASSWORD', path: ['connect', 'password'] },
   { env: 'OUTBOX_CONNECT_CA_FILE', path: ['connect', 'caFile'] },
-  { env: 'OUTBOX_CONNECT_REJECT_UNAUTHORIZED', path: ['connect', 'rejectUnauthorized'], type: 'boolean' },
+  { env: 'OUTBOX_CONNECT_REJECT_UNAUTHORIZED', path: ['connect', 'rejectUnauthorized'] },
   { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
   { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
   ...ROUTER_ENV_SETTINGS,
@@ -126,7 +127,8 @@ function allEnvSettings(): EnvSetting[] {
   const explicit = new Set(EXPLICIT_ENV_SETTINGS.map((s) => s.path.join('.')));
   const typed = (s: EnvSetting): EnvSetting => {
     const leaf = SETTING_LEAVES.get(s.path.join('.'));
-    return { ...s, type: leaf?.type ?? s.type ?? 'string', ...(leaf?.values ? { values: leaf.values } : {}) };
+    // A path that is not a leaf keeps no type; a unit test (env.test.ts) refuses it.
+    return { ...s, type: leaf?.type ?? 'string', ...(leaf?.values ? { values: leaf.values } : {}) };
   };
   const derived = [...SETTING_LEAVES.values()].filter((leaf) => !explicit.has(leaf.path.join('.'))).map((leaf) => typed({ env: derivedEnvName(leaf.path), path: leaf.path, derived: true }));
   return [...EXPLICIT_ENV_SETTINGS.map(typed), ...derived];
@@ -167,6 +169,8 @@ export function envValue(setting: EnvSetting, raw: string): unknown {
       return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : raw;
     case 'boolean':
       return TRUE_WORDS.includes(text.toLowerCase()) ? true : FALSE_WORDS.includes(text.toLowerCase()) ? false : raw;
+    case 'enum':
+      return text;
     case 'list':
       return raw.split(',').map((s) => s.trim()).filter(Boolean);
     case 'json':

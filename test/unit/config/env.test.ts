@@ -161,6 +161,10 @@ describe('values of the wrong form', () => {
     expect(message).toContain('OUTBOX_ROUTER_DEFAULT_POLICY takes one of dead-letter, block');
   });
 
+  it('an enum value is trimmed, like numbers and booleans', () => {
+    expect(loadConfig({ env: { OUTBOX_ROUTER_DEFAULT_POLICY: ' block ', OUTBOX_ROUTER_PARK_KEYS: ' Off ', OUTBOX_RELAY_POOL_SIZE: ' 12 ' } }).router.defaultPolicy).toBe('block');
+  });
+
   it('a list names the variable and the form', () => {
     const message = problem({ KAFKA_BROKERS: ' , ,' });
     expect(message).toContain('kafka.brokers (from KAFKA_BROKERS)');
