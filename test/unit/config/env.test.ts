@@ -2,6 +2,9 @@
  * Twelve-factor configuration: every setting of every service can come from the environment, through
  * the one path loadConfig takes (src/config/env.ts). No network: env is an object passed in.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { derivedEnvName, ENV_SETTINGS, loadConfig, loadConfigWithSources, SETTING_LEAVES, type EnvSetting } from '../../../src/config';
 import { describeConfig, renderConfigText } from '../../../src/config/describe';
 import { OutboxError } from '../../../src/errors';
@@ -187,7 +190,10 @@ describe('values of the wrong form', () => {
 
 describe('records from a variable', () => {
   it('replace the record of the file whole, and config print names the variable for each entry', () => {
-    const { config, sources } = loadConfigWithSources({ env: { OUTBOX_ROUTER_POLICIES: '{"payment":"block"}' }, overrides: {} });
+    const file = join(mkdtempSync(join(tmpdir(), 'outbox-env-')), 'outbox.yaml');
+    writeFileSync(file, 'router:\n  policies:\n    order: block\n');
+    expect(loadConfig({ file, env: {} }).router.policies).toEqual({ order: 'block' });
+    const { config, sources } = loadConfigWithSources({ file, env: { OUTBOX_ROUTER_POLICIES: '{"payment":"block"}' } });
     expect(config.router.policies).toEqual({ payment: 'block' });
     const printed = describeConfig({ config, sources }).find((s) => s.path === 'router.policies.payment');
     expect(printed).toEqual({ path: 'router.policies.payment', value: 'block', source: 'env OUTBOX_ROUTER_POLICIES' });
