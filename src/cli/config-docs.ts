@@ -1,14 +1,11 @@
-import type { z } from 'zod';
-import { ENV_SETTINGS, outboxConfigSchema } from '../config';
-import { relaySchema } from '../config/relay-schema';
-import { routerSchema } from '../config/router-schema';
+import { ENV_SETTINGS, outboxConfigSchema, SETTING_LEAVES } from '../config';
 import { topicNames } from '../topics';
 import type { FlagSetting } from './config-option';
 import { RELAY_FLAGS } from './relay-command';
 import { ROUTER_FLAGS } from './router-command';
 
 /** Defaults the schema cannot state (computed, or required outside the local stack). */
-const DERIVED_DEFAULTS: Record<string, string> = {
+const COMPUTED_DEFAULTS: Record<string, string> = {
   'router.handlers': '— (required by `outbox router`)',
   'router.consumer': '`outbox-router` on the local stack; required elsewhere',
   'router.groupId': '`router.consumer`',
@@ -17,8 +14,12 @@ const DERIVED_DEFAULTS: Record<string, string> = {
   'router.schemasDir': 'the package\'s `schemas/`',
 };
 
-const SECTIONS = { router: { schema: routerSchema, flags: ROUTER_FLAGS }, relay: { schema: relaySchema, flags: RELAY_FLAGS } } as const;
+const SECTIONS = { router: ROUTER_FLAGS, relay: RELAY_FLAGS, derived: [] } as const;
+/** `derived`: the settings of the other sections whose variable follows the derivation rule (src/config/env.ts). */
 export type DocumentedSection = keyof typeof SECTIONS;
+
+/** Sections whose variables are documented by hand (with notes): only their derived variables are generated. */
+const HAND_DOCUMENTED = ['database', 'outbox', 'roles', 'kafka', 'registry', 'connect', 'connector', 'watchdog'];
 
 /** Marks the generated tables in docs/configuration.md; the text between the marks is replaced whole. */
 export const generatedMarks = (section: DocumentedSection) => ({
@@ -31,17 +32,30 @@ function shown(value: unknown): string {
   return `\`${typeof value === 'string' ? value : JSON.stringify(value)}\``;
 }
 
-/** The table of one section: every setting with its environment variable, flag and default, from the schema. */
+/**
+ * The table of one section, from the schema: every leaf setting of the router or the relay with its
+ * environment variable, flag and default; for `derived`, every setting of the other sections whose
+ * variable is derived (`OUTBOX_` + its path in UPPER_SNAKE_CASE), with its default.
+ */
 export function settingsTable(section: DocumentedSection): string {
-  const { schema, flags } = SECTIONS[section];
-  const defaults = (outboxConfigSchema.parse({}) as Record<string, Record<string, unknown>>)[section] ?? {};
-  const keys = Object.keys((schema as z.ZodObject).shape);
-  const rows = keys.map((key) => {
-    const path = `${section}.${key}`;
-    const env = ENV_SETTINGS.find((s) => s.path.join('.') === path)?.env;
-    const flag = flags.find((f: FlagSetting) => f.path === path)?.flag;
-    return `| \`${path}\` | ${env ? `\`${env}\`` : ''} | ${flag ? `\`${flag}\`` : ''} | ${DERIVED_DEFAULTS[path] ?? shown(defaults[key])} |`;
-  });
+  const defaults = outboxConfigSchema.parse({}) as Record<string, unknown>;
+  const defaultOf = (path: string) => COMPUTED_DEFAULTS[path] ?? shown(path.split('.').reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], defaults));
+  const envOf = (path: string) => ENV_SETTINGS.find((s) => s.path.join('.') === path);
+  const paths = [...SETTING_LEAVES.keys()];
+  if (section === 'derived') {
+    const rows = paths
+      .filter((path) => HAND_DOCUMENTED.includes(path.split('.')[0] as string) && envOf(path)?.derived)
+      .map((path) => `| \`${path}\` | \`${envOf(path)?.env}\` | ${defaultOf(path)} |`);
+    return ['| setting | variable | default |', '|---|---|---|', ...rows].join('\n');
+  }
+  const flags: readonly FlagSetting[] = SECTIONS[section];
+  const rows = paths
+    .filter((path) => path.startsWith(`${section}.`))
+    .map((path) => {
+      const env = envOf(path)?.env;
+      const flag = flags.find((f) => f.path === path)?.flag;
+      return `| \`${path}\` | ${env ? `\`${env}\`` : ''} | ${flag ? `\`${flag}\`` : ''} | ${defaultOf(path)} |`;
+    });
   return ['| setting | variable | flag | default |', '|---|---|---|---|', ...rows].join('\n');
 }
 

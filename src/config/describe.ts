@@ -1,4 +1,4 @@
-import type { ConfigSource, LoadedConfig } from './load';
+import { sourceAt, type ConfigSource, type LoadedConfig } from './load';
 import { redactConfig } from './redact';
 
 /** One effective setting: its dotted path, its value (redacted) and what set it. */
@@ -35,7 +35,7 @@ export function describeConfig({ config, sources }: LoadedConfig): DescribedSett
       for (const [key, child] of Object.entries(node)) walk(child, [...path, key]);
     } else if (node !== undefined) {
       const dotted = path.join('.');
-      out.push({ path: dotted, value: node, source: sourceLabel(sources.get(dotted) ?? sourceOfParent(sources, path)) });
+      out.push({ path: dotted, value: node, source: sourceLabel(sourceAt(sources, dotted) ?? sourceOfParent(sources, path)) });
     }
   };
   walk(redactConfig(config), []);

@@ -1,66 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { OutboxError } from '../errors';
-import type { EnvSetting } from './env-setting';
+import { ENV_SETTINGS, envForm, envValue } from './env';
 import { parse } from './parse';
 import { redactConfig, withoutUserinfo } from './redact';
-import { RELAY_ENV_SETTINGS } from './relay-schema';
-import { ROUTER_ENV_SETTINGS } from './router-schema';
-import { WATCHDOG_ENV_SETTINGS } from './watchdog-schema';
 import { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
 
 /** What set a setting: its schema default, an env var, the config file, a command-line flag, or code. */
 export type ConfigSource = { kind: 'default' } | { kind: 'env'; name: string } | { kind: 'file'; path: string } | { kind: 'flag'; name: string } | { kind: 'option' };
-
-/** Environment variables read by loadConfig, and the setting each one feeds. */
-export const ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
-  { env: 'PGHOST', path: ['database', 'host'] },
-  { env: 'PGPORT', path: ['database', 'port'], type: 'number' },
-  { env: 'PGDATABASE', path: ['database', 'database'] },
-  { env: 'PGUSER', path: ['database', 'user'] },
-  { env: 'PGPASSWORD', path: ['database', 'password'] },
-  { env: 'OUTBOX_DB_SSL', path: ['database', 'ssl'], type: 'boolean' },
-  { env: 'OUTBOX_SCHEMA', path: ['outbox', 'schema'] },
-  { env: 'OUTBOX_TABLE', path: ['outbox', 'table'] },
-  { env: 'OUTBOX_INBOX_TABLE', path: ['outbox', 'inboxTable'] },
-  { env: 'OUTBOX_PUBLICATION', path: ['outbox', 'publication'] },
-  { env: 'OUTBOX_MAX_PAYLOAD_BYTES', path: ['outbox', 'maxPayloadBytes'], type: 'number' },
-  { env: 'OUTBOX_CDC_ROLE', path: ['roles', 'cdc'] },
-  { env: 'OUTBOX_CDC_PASSWORD', path: ['roles', 'cdcPassword'] },
-  { env: 'OUTBOX_APP_ROLE', path: ['roles', 'app'] },
-  { env: 'OUTBOX_APP_PASSWORD', path: ['roles', 'appPassword'] },
-  { env: 'OUTBOX_MONITOR_ROLE', path: ['roles', 'monitor'] },
-  { env: 'OUTBOX_MONITOR_PASSWORD', path: ['roles', 'monitorPassword'] },
-  { env: 'OUTBOX_ROUTER_ROLE', path: ['roles', 'router'] },
-  { env: 'OUTBOX_ROUTER_PASSWORD', path: ['roles', 'routerPassword'] },
-  { env: 'OUTBOX_RELAY_ROLE', path: ['roles', 'relay'] },
-  { env: 'OUTBOX_RELAY_PASSWORD', path: ['roles', 'relayPassword'] },
-  { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], type: 'list' },
-  { env: 'OUTBOX_KAFKA_SSL', path: ['kafka', 'ssl', 'enabled'], type: 'boolean' },
-  { env: 'OUTBOX_KAFKA_SSL_CA_FILE', path: ['kafka', 'ssl', 'caFile'] },
-  { env: 'OUTBOX_KAFKA_SSL_CERT_FILE', path: ['kafka', 'ssl', 'certFile'] },
-  { env: 'OUTBOX_KAFKA_SSL_KEY_FILE', path: ['kafka', 'ssl', 'keyFile'] },
-  { env: 'OUTBOX_KAFKA_SSL_KEY_PASSWORD', path: ['kafka', 'ssl', 'keyPassword'] },
-  { env: 'OUTBOX_KAFKA_SSL_REJECT_UNAUTHORIZED', path: ['kafka', 'ssl', 'rejectUnauthorized'], type: 'boolean' },
-  { env: 'OUTBOX_KAFKA_SASL_MECHANISM', path: ['kafka', 'sasl', 'mechanism'] },
-  { env: 'OUTBOX_KAFKA_SASL_USERNAME', path: ['kafka', 'sasl', 'username'] },
-  { env: 'OUTBOX_KAFKA_SASL_PASSWORD', path: ['kafka', 'sasl', 'password'] },
-  { env: 'OUTBOX_REGISTRY_URL', path: ['registry', 'url'] },
-  { env: 'OUTBOX_REGISTRY_USERNAME', path: ['registry', 'username'] },
-  { env: 'OUTBOX_REGISTRY_PASSWORD', path: ['registry', 'password'] },
-  { env: 'OUTBOX_REGISTRY_CA_FILE', path: ['registry', 'caFile'] },
-  { env: 'OUTBOX_REGISTRY_REJECT_UNAUTHORIZED', path: ['registry', 'rejectUnauthorized'], type: 'boolean' },
-  { env: 'OUTBOX_CONNECT_URL', path: ['connect', 'url'] },
-  { env: 'OUTBOX_CONNECT_USERNAME', path: ['connect', 'username'] },
-  { env: 'OUTBOX_CONNECT_PASSWORD', path: ['connect', 'password'] },
-  { env: 'OUTBOX_CONNECT_CA_FILE', path: ['connect', 'caFile'] },
-  { env: 'OUTBOX_CONNECT_REJECT_UNAUTHORIZED', path: ['connect', 'rejectUnauthorized'], type: 'boolean' },
-  { env: 'OUTBOX_CONNECTOR_NAME', path: ['connector', 'name'] },
-  { env: 'OUTBOX_SLOT_NAME', path: ['connector', 'slotName'] },
-  ...ROUTER_ENV_SETTINGS,
-  ...WATCHDOG_ENV_SETTINGS,
-  ...RELAY_ENV_SETTINGS,
-];
 
 export interface LoadConfigOptions {
   /** Settings from code or CLI flags: they win over everything else. */
@@ -128,6 +75,19 @@ function readConfigFile(path: string): Tree {
 }
 
 /**
+ * What set the value at a dotted path: its own source, or else the nearest enclosing setting's (an entry
+ * of a record set whole from one variable, `router.policies.order` from OUTBOX_ROUTER_POLICIES).
+ */
+export function sourceAt(sources: ReadonlyMap<string, ConfigSource>, path: string): ConfigSource | undefined {
+  const keys = path.split('.');
+  for (let n = keys.length; n > 0; n--) {
+    const source = sources.get(keys.slice(0, n).join('.'));
+    if (source) return source;
+  }
+  return undefined;
+}
+
+/**
  * Resolves the configuration once: schema defaults < file < environment < overrides. Every invalid
  * field is reported in one error, with where it came from; secret values are never echoed.
  */
@@ -155,17 +115,25 @@ export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedCo
   }
 
   const fromEnv: Tree = {};
+  const forms = new Map<string, string>();
+  const wholes: Array<{ path: string[]; value: unknown }> = [];
   for (const setting of ENV_SETTINGS) {
     const raw = env[setting.env];
     if (raw === undefined || raw === '') continue;
-    let value: unknown = raw;
-    if (setting.type === 'number') value = /^-?\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw) : raw;
-    if (setting.type === 'list') value = raw.split(',').map((s) => s.trim()).filter(Boolean);
-    if (setting.type === 'boolean') value = ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase()) ? true : ['0', 'false', 'no', 'off'].includes(raw.toLowerCase()) ? false : raw;
+    const value = envValue(setting, raw);
     setPath(fromEnv, setting.path, value);
-    sources.set(setting.path.join('.'), { kind: 'env', name: setting.env });
+    const dotted = setting.path.join('.');
+    sources.set(dotted, { kind: 'env', name: setting.env });
+    const form = envForm(setting);
+    if (form) forms.set(setting.env, `${setting.env} takes ${form}`);
+    if (setting.type === 'json') {
+      // A record from a variable replaces the file's record whole: the variable is the setting.
+      wholes.push({ path: setting.path, value });
+      for (const key of [...sources.keys()]) if (key.startsWith(`${dotted}.`)) sources.delete(key);
+    }
   }
   tree = deepMerge(tree, fromEnv);
+  for (const { path, value } of wholes) setPath(tree, path, value);
   const overrides = (options.overrides ?? {}) as Tree;
   const markOptions = (node: Tree, prefix: string[]) => {
     for (const [k, v] of Object.entries(node)) {
@@ -182,14 +150,19 @@ export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedCo
   tree = deepMerge(tree, overrides);
 
   const where = (path: string): string => {
-    const source = sources.get(path);
+    const source = sourceAt(sources, path);
     return source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : source?.kind === 'flag' ? ` (from ${source.name})` : '';
   };
-  const config = parse(outboxConfigSchema, tree, { heading: 'Invalid configuration; nothing was changed', origin: where });
+  // A bad value from a variable also says what the variable takes ("OUTBOX_DB_SSL takes 1/true/yes/on or …").
+  const hint = (path: string): string => {
+    const source = sourceAt(sources, path);
+    return source?.kind === 'env' ? (forms.get(source.name) ?? '') : '';
+  };
+  const config = parse(outboxConfigSchema, tree, { heading: 'Invalid configuration; nothing was changed', origin: where, hint });
   return { config: deepFreeze(config), sources };
 }
 
-export { redactConfig, withoutUserinfo };
+export { ENV_SETTINGS, redactConfig, withoutUserinfo };
 
 /**
  * A PEM file a setting names (CA bundle, certificate, key), read when a client is built; a missing

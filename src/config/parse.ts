@@ -10,6 +10,8 @@ export interface ParseSource {
   prefix?: string;
   /** What set a field (" (from PGPORT)", " (in outbox.yaml)"), by its dotted path; '' when unknown. */
   origin?: (path: string) => string;
+  /** Put after a field's problem: what its source takes ("PGPORT takes a number such as 30000"); '' for none. */
+  hint?: (path: string) => string;
   /** Leave the rejected values out of the message: all of them, or those whose path this returns true for. */
   hideValues?: boolean | ((path: string) => boolean);
   /** How a problem of the whole input is named; default "(top level)". */
@@ -34,7 +36,8 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown, source: Pa
     // Unknown keys: the issue sits on the enclosing section, whose value may hold secrets; name the keys only.
     const hidden = (typeof source.hideValues === 'function' ? source.hideValues(path) : source.hideValues) || issue.code === 'unrecognized_keys' || SECRET_KEY.test(path) || value === undefined || typeof value === 'function';
     const shown = hidden ? '' : ` — got ${withoutUserinfo(JSON.stringify(redactConfig(value)) ?? '')}`;
-    return `${source.prefix ?? ''}${path || (source.root ?? '(top level)')}${source.origin?.(path) ?? ''}: ${issue.message}${shown}`;
+    const hint = source.hint?.(path);
+    return `${source.prefix ?? ''}${path || (source.root ?? '(top level)')}${source.origin?.(path) ?? ''}: ${issue.message}${shown}${hint ? `; ${hint}` : ''}`;
   });
   throw new OutboxError(source.code ?? 'CONFIG_INVALID', `${source.heading}:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
     details: { fields: parsed.error.issues.map((i) => i.path.join('.')) },

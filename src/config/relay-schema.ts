@@ -70,16 +70,16 @@ export type RelayConfig = z.output<typeof relaySchema>;
 
 /** Environment variables that feed `relay.*` settings (merged into ENV_SETTINGS). */
 export const RELAY_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
-  { env: 'OUTBOX_RELAY_WORKERS', path: ['relay', 'workers'], type: 'number' },
-  { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'], type: 'number' },
-  { env: 'OUTBOX_RELAY_MAX_BATCH_BYTES', path: ['relay', 'maxBatchBytes'], type: 'number' },
-  { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'], type: 'number' },
-  { env: 'OUTBOX_RELAY_MIN_POLL_INTERVAL_MS', path: ['relay', 'minPollIntervalMs'], type: 'number' },
-  { env: 'OUTBOX_RELAY_NOTIFY', path: ['relay', 'notify'], type: 'boolean' },
-  { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'], type: 'number' },
-  { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'], type: 'number' },
-  { env: 'OUTBOX_RELAY_CLEANUP_BATCH_SIZE', path: ['relay', 'cleanupBatchSize'], type: 'number' },
-  { env: 'OUTBOX_RELAY_UNHEALTHY_AFTER_MS', path: ['relay', 'unhealthyAfterMs'], type: 'number' },
-  { env: 'OUTBOX_RELAY_METRICS_PORT', path: ['relay', 'metricsPort'], type: 'number' },
+  { env: 'OUTBOX_RELAY_WORKERS', path: ['relay', 'workers'] },
+  { env: 'OUTBOX_RELAY_BATCH_SIZE', path: ['relay', 'batchSize'] },
+  { env: 'OUTBOX_RELAY_MAX_BATCH_BYTES', path: ['relay', 'maxBatchBytes'] },
+  { env: 'OUTBOX_RELAY_POLL_INTERVAL_MS', path: ['relay', 'pollIntervalMs'] },
+  { env: 'OUTBOX_RELAY_MIN_POLL_INTERVAL_MS', path: ['relay', 'minPollIntervalMs'] },
+  { env: 'OUTBOX_RELAY_NOTIFY', path: ['relay', 'notify'] },
+  { env: 'OUTBOX_RELAY_RETENTION_MS', path: ['relay', 'retentionMs'] },
+  { env: 'OUTBOX_RELAY_CLEANUP_INTERVAL_MS', path: ['relay', 'cleanupIntervalMs'] },
+  { env: 'OUTBOX_RELAY_CLEANUP_BATCH_SIZE', path: ['relay', 'cleanupBatchSize'] },
+  { env: 'OUTBOX_RELAY_UNHEALTHY_AFTER_MS', path: ['relay', 'unhealthyAfterMs'] },
+  { env: 'OUTBOX_RELAY_METRICS_PORT', path: ['relay', 'metricsPort'] },
   { env: 'OUTBOX_RELAY_METRICS_HOST', path: ['relay', 'metricsHost'] },
 ];

@@ -4,8 +4,8 @@ import { settingsTable, withGeneratedTables } from '../../../src/cli/config-docs
 import { ENV_SETTINGS } from '../../../src/config';
 
 /**
- * docs/configuration.md's router and relay tables are generated from the schema, the env vars and the
- * flags; this keeps them in step (UPDATE_DOCS=1 rewrites the file instead of failing).
+ * docs/configuration.md's router and relay tables, and the table of derived variable names, are
+ * generated from the schema, the env vars and the flags; this keeps them in step (UPDATE_DOCS=1 rewrites the file instead of failing).
  */
 describe('docs/configuration.md', () => {
   const path = join(__dirname, '../../../docs/configuration.md');
@@ -20,6 +20,14 @@ describe('docs/configuration.md', () => {
   it('names every environment variable loadConfig reads', () => {
     const missing = ENV_SETTINGS.filter((s) => !text.includes(`\`${s.env}\``) && !text.includes(s.env)).map((s) => s.env);
     expect(missing).toEqual([]);
+  });
+
+  it('the generated tables hold every derived variable (OUTBOX_ + the path in UPPER_SNAKE_CASE), and every router and relay one', () => {
+    const generated = (['router', 'relay', 'derived'] as const).map(settingsTable).join('\n');
+    const missing = ENV_SETTINGS.filter((s) => (s.derived || ['router', 'relay'].includes(s.path[0] as string)) && !generated.includes(`| \`${s.path.join('.')}\` | \`${s.env}\` |`));
+    expect(missing.map((s) => s.env)).toEqual([]);
+    expect(settingsTable('derived')).toContain('| `watchdog.delivery.maxQueue` | `OUTBOX_WATCHDOG_DELIVERY_MAX_QUEUE` | `1000` |');
+    expect(settingsTable('router')).toContain('| `router.backoff.initialDelayMs` | `OUTBOX_ROUTER_BACKOFF_INITIAL_DELAY_MS` |  | `200` |');
   });
 
   it('the router table holds its settings once, each with its env var, flag and the one default', () => {
