@@ -165,7 +165,9 @@ describe('the dashboard on a real Prometheus scraping a router, a watchdog and a
       const outcomes = results.get('Records by outcome A')?.result.map((r) => r.metric.outcome);
       expect(outcomes).toEqual(expect.arrayContaining(['applied', 'dead_lettered']));
       const slots = results.get('Retained WAL A')?.result.map((r) => r.metric.slot_name);
-      expect(slots).toEqual([slot]);
+      // The watchdog exports every slot of the cluster (its `slots` list scopes the alerts only), and other
+      // test files may hold slots at this moment: this test's slot must be among them.
+      expect(slots).toContain(slot);
       const p99 = Number(results.get('Commit → handled latency B')?.result[0]?.value[1]);
       expect(p99).toBeGreaterThan(0);
 
