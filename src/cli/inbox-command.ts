@@ -4,11 +4,10 @@ import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
 import { consumerName } from '../router';
 import { checkInboxRetention, inboxRowsEstimate, pruneInbox } from '../router/inbox-retention';
-import { repeatUntilAborted } from '../service';
 import { topicNames } from '../topics';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { topicsPattern } from './router-command';
-import { action, formatMs, loggerFor } from './run-command';
+import { action, formatMs, loggerFor, runOnceOrEvery } from './run-command';
 
 /** inbox:prune's flags and the router settings they set (the same settings the router prunes with). */
 export const INBOX_PRUNE_FLAGS: readonly FlagSetting[] = [
@@ -65,30 +64,21 @@ export function inboxPruneCommand(): Command {
         const { schema, inboxTable } = config.outbox;
         const inbox = qualified(schema, inboxTable);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-inbox-prune' });
-        const stop = new AbortController();
-        const onSignal = () => stop.abort();
-        process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
         try {
-          const run = async () => {
-            const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: qualified(schema, parkedTableName(inboxTable)), consumer, retentionMs, batchSize: settings.inboxPruneBatchSize, signal: stop.signal });
-            const rows = await inboxRowsEstimate(pool, inbox);
-            const report = { consumer, inboxTable: inbox, retentionMs, deleted: result.deleted, batches: result.batches, ms: Math.round(result.ms), rowsEstimate: rows };
-            process.stdout.write(
-              opts.json
-                ? `${JSON.stringify(report)}\n`
-                : `inbox:prune: deleted ${result.deleted} row(s) of consumer ${consumer} older than ${retentionMs} ms from ${inbox} in ${result.batches} statement(s), ${formatMs(report.ms)}; about ${rows} row(s) left\n`,
-            );
-          };
-          if (opts.once) await run();
-          else {
-            await repeatUntilAborted(run, {
-              signal: stop.signal,
-              intervalMs: settings.inboxPruneIntervalMs,
-              onError: (error) => log.warn({ event: 'inbox.prune-failed', error: (error as Error).message }, 'inbox:prune failed; trying again at the next interval'),
-            });
-          }
+          await runOnceOrEvery(
+            async (signal) => {
+              const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: qualified(schema, parkedTableName(inboxTable)), consumer, retentionMs, batchSize: settings.inboxPruneBatchSize, signal });
+              const rows = await inboxRowsEstimate(pool, inbox);
+              const report = { consumer, inboxTable: inbox, retentionMs, deleted: result.deleted, batches: result.batches, ms: Math.round(result.ms), rowsEstimate: rows };
+              process.stdout.write(
+                opts.json
+                  ? `${JSON.stringify(report)}\n`
+                  : `inbox:prune: deleted ${result.deleted} row(s) of consumer ${consumer} older than ${retentionMs} ms from ${inbox} in ${result.batches} statement(s), ${formatMs(report.ms)}; about ${rows} row(s) left\n`,
+              );
+            },
+            { once: opts.once, intervalMs: settings.inboxPruneIntervalMs, onError: (error) => log.warn({ event: 'inbox.prune-failed', error: (error as Error).message }, 'inbox:prune failed; trying again at the next interval') },
+          );
         } finally {
-          process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
           await pool.end().catch(() => {});
         }
       }),

@@ -1,10 +1,10 @@
 import { Command } from 'commander';
 import { runOutboxCleanup } from '../cleanup';
 import { switchToRelay } from '../connector';
+import { watchdogDatabase } from '../watchdog';
 import { createPool } from '../db';
-import { repeatUntilAborted } from '../service';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
-import { action, formatMs, loggerFor } from './run-command';
+import { action, formatMs, loggerFor, runOnceOrEvery } from './run-command';
 
 /** outbox:cleanup's flags: the watchdog's cleanup settings (the same ones it runs with). */
 export const OUTBOX_CLEANUP_FLAGS: readonly FlagSetting[] = [
@@ -35,29 +35,20 @@ function cleanupCommand(): Command {
         const log = loggerFor(command);
         const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS);
         const settings = config.watchdog.outboxCleanup;
-        const database = { ...config.database, user: config.watchdog.user ?? config.database.user, password: config.watchdog.password ?? config.database.password };
+        const database = watchdogDatabase(config);
         const pool = createPool(database, { max: 1, application_name: 'outbox-cleanup' });
-        const stop = new AbortController();
-        const onSignal = () => stop.abort();
-        process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
         try {
-          const run = async () => {
-            const report = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize: settings.batchSize, maxBatches: settings.maxBatches, signal: stop.signal });
-            const text = !report.slotFound
-              ? `outbox:cleanup: no logical slot ${report.slotName} in ${database.database}: nothing deleted\n`
-              : `outbox:cleanup: deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}\n`;
-            process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : text);
-          };
-          if (opts.once) await run();
-          else {
-            await repeatUntilAborted(run, {
-              signal: stop.signal,
-              intervalMs: settings.intervalMs,
-              onError: (error) => log.warn({ event: 'outbox.cleanup-failed', error: (error as Error).message }, 'outbox:cleanup failed; trying again at the next interval'),
-            });
-          }
+          await runOnceOrEvery(
+            async (signal) => {
+              const report = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize: settings.batchSize, maxBatches: settings.maxBatches, signal });
+              const text = !report.slotFound
+                ? `outbox:cleanup: no logical slot ${report.slotName} in ${database.database}: nothing deleted\n`
+                : `outbox:cleanup: deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}\n`;
+              process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : text);
+            },
+            { once: opts.once, intervalMs: settings.intervalMs, onError: (error) => log.warn({ event: 'outbox.cleanup-failed', error: (error as Error).message }, 'outbox:cleanup failed; trying again at the next interval') },
+          );
         } finally {
-          process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
           await pool.end().catch(() => {});
         }
       }),

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { cliErrorText, isOutboxError } from '../errors';
 import { createLogger, type LogFormat, type Logger } from '../log';
+import { repeatUntilAborted } from '../service';
 
 export interface GlobalOptions {
   logLevel?: string;
@@ -34,4 +35,20 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<number
 
 export function formatMs(ms: number): string {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/**
+ * The body of a housekeeping command (inbox:prune, outbox:cleanup): one run with --once (for cron), else
+ * a run every `intervalMs` until SIGTERM or SIGINT; a failed run is reported and the next one tries again.
+ */
+export async function runOnceOrEvery(run: (signal: AbortSignal) => Promise<void>, options: { once: boolean; intervalMs: number; onError: (error: unknown) => void }): Promise<void> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
+  try {
+    if (options.once) await run(stop.signal);
+    else await repeatUntilAborted(() => run(stop.signal), { signal: stop.signal, intervalMs: options.intervalMs, onError: options.onError });
+  } finally {
+    process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
+  }
 }

@@ -62,10 +62,15 @@ export interface Watchdog {
   deliverer: Deliverer;
 }
 
+/** The database settings the watchdog (and the outbox cleanup) connect with: watchdog.user/password when set. */
+export function watchdogDatabase(config: OutboxConfig): OutboxConfig['database'] {
+  return { ...config.database, user: config.watchdog.user ?? config.database.user, password: config.watchdog.password ?? config.database.password };
+}
+
 export function createWatchdog(options: WatchdogOptions): Watchdog {
   const { config } = options;
   const wd = config.watchdog;
-  const database = { ...config.database, user: wd.user ?? config.database.user, password: wd.password ?? config.database.password };
+  const database = watchdogDatabase(config);
   const cluster = wd.cluster ?? `${database.host}:${database.port}`;
   const now = options.now ?? Date.now;
   const log = options.logger;

@@ -1,4 +1,4 @@
-export { createWatchdog, watchdogHealthBody, describePollError, type Watchdog, type WatchdogOptions, type WatchdogHealth, type PollResult, type WatchdogListener, type WatchdogEventName } from './create-watchdog';
+export { createWatchdog, watchdogDatabase, watchdogHealthBody, describePollError, type Watchdog, type WatchdogOptions, type WatchdogHealth, type PollResult, type WatchdogListener, type WatchdogEventName } from './create-watchdog';
 export { createAlertEngine, dedupKey, type AlertEngine, type AlertNotification, type AlertStatusRow, type NotificationStatus, type SlotRef } from './alert-engine';
 export { step, thresholdLevel, initialAlertState, type AlertState, type Level, type Severity, type AlertEvent, type Timing } from './alert-state';
 export { SLOT_RULES, evaluateSlotRule, retainedThresholds, type RuleName, type SlotRuleName, type WatchdogConfig } from './slot-lag-rules';
