@@ -7,6 +7,9 @@ const moduleNameMapper = {
   '^outbox-router/(.*)$': '<rootDir>/src/$1',
 };
 
+/** The integration files that also run on each server of the PostgreSQL version matrix. */
+const MATRIX_TESTS = ['provision', 'security-privileges', 'watchdog', 'cdc-e2e', 'slot-invalidation'];
+
 /** @type {import('jest').Config} */
 module.exports = {
   // A global option (ignored inside `projects`): integration tests talk to a real stack.
@@ -25,10 +28,30 @@ module.exports = {
       testEnvironment: 'node',
       roots: ['<rootDir>/test/integration'],
       testMatch: ['**/*.test.ts'],
+      // It lowers max_slot_wal_keep_size for the whole cluster: only on the matrix's private clusters.
+      testPathIgnorePatterns: ['/slot-invalidation\\.test\\.ts$'],
       transform: { '^.+\\.ts$': tsJest },
       moduleNameMapper,
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
+    // The PostgreSQL version matrix: the tests whose SQL depends on the server version (provisioning and
+    // its privileges, the watchdog's slot queries, CDC through Debezium, slot invalidation), run again on
+    // the oldest and newest supported servers (scripts/stack/postgres-versions.ts), with the stack's
+    // Kafka, Connect and registry.
+    ...[
+      { major: 13, version: '13.23.0', port: 55433 },
+      { major: 18, version: '18.6.0', port: 55434 },
+    ].map(({ major, version, port }) => ({
+      displayName: `postgres-${major}`,
+      testEnvironment: 'node',
+      roots: ['<rootDir>/test/integration'],
+      testMatch: MATRIX_TESTS.map((name) => `**/${name}.test.ts`),
+      transform: { '^.+\\.ts$': tsJest },
+      moduleNameMapper,
+      globals: { OUTBOX_TEST_POSTGRES: { version, port } },
+      globalSetup: '<rootDir>/test/support/postgres-matrix-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+    })),
   ],
 };

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { Command, Option } from 'commander';
+import { matrixEntry, POSTGRES_MATRIX, startMatrixCluster, stopMatrixCluster } from './postgres-versions';
 import { createStack, SERVICE_NAMES, type ServiceName, type StepEvent } from './stack';
 import { tailLines } from './processes';
 import { action, formatMs, loggerFor } from 'outbox-router/cli';
@@ -83,6 +84,28 @@ export function stackCommand(): Command {
           process.stdout.write(`==> ${name}: ${file}${existsSync(file) ? '' : ' (no log yet)'}\n`);
           for (const line of tailLines(file, opts.lines)) process.stdout.write(`${line}\n`);
         }
+      }),
+    );
+  stack
+    .command('postgres')
+    .description(
+      `Start or stop a PostgreSQL cluster of the version matrix beside the stack: ${POSTGRES_MATRIX.map((e) => `${e.version} on ${e.port}`).join(', ')}. ` +
+        'The server comes from Maven Central (io.zonky.test.postgres embedded binaries) into the jar cache; the cluster has the stack\'s superuser, settings and `app` database.',
+    )
+    .argument('<version>', `one of ${POSTGRES_MATRIX.map((e) => e.version).join(', ')}, or its major`)
+    .option('--down', 'stop it instead', false)
+    .option('--clean', 'with --down: also delete its data and unpacked server', false)
+    .action(
+      action(async (version: string, opts: { down: boolean; clean: boolean }, command: Command) => {
+        const log = loggerFor(command);
+        const { paths } = createStack();
+        if (opts.down) {
+          const ran = stopMatrixCluster(paths, version, { clean: opts.clean });
+          log.info({ step: 'postgres' }, `PostgreSQL ${matrixEntry(version).version}: ${ran ? 'stopped' : 'was not running'}${opts.clean ? '; its folder is removed' : ''}`);
+          return;
+        }
+        const started = Date.now();
+        await startMatrixCluster(paths, version, (detail) => log.info({ step: 'postgres', ms: Date.now() - started }, detail));
       }),
     );
   return stack;

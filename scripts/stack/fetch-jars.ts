@@ -6,7 +6,7 @@ import { run, which } from './processes';
 import { STACK_VERSIONS } from './settings';
 
 const COMPLETE = '.complete';
-const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
+export const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 
 export interface JarSet {
   name: string;
@@ -89,7 +89,7 @@ export function ensureJars(paths: StackPaths, onFetch: (name: string) => void = 
   return missing.map((m) => m.name);
 }
 
-function maven(mvn: string, args: string[], what: string, cwd?: string): void {
+export function maven(mvn: string, args: string[], what: string, cwd?: string): void {
   const result = run(mvn, ['-B', '-q', '-ntp', ...args], { cwd });
   if (result.status !== 0) throw downloadError(what, result.output);
 }

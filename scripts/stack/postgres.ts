@@ -50,7 +50,7 @@ function runAsOwner(command: string, args: string[]): RunResult {
   return asRoot() ? run('runuser', ['-u', 'postgres', '--', command, ...args]) : run(command, args);
 }
 
-function chownToPostgres(path: string): void {
+export function chownToPostgres(path: string): void {
   if (asRoot()) run('chown', ['-R', 'postgres:postgres', path]);
 }
 
@@ -66,23 +66,33 @@ export interface PostgresLayout {
  * state folder (a checkout under a private home or a mode-700 temp folder), a per-checkout folder under
  * /var/lib/postgresql instead. The choice is remembered in the state folder so `down --clean` finds it.
  */
-export function postgresLayout(paths: StackPaths): PostgresLayout {
-  const pointer = join(paths.stateDir, 'postgres-root');
+export function postgresLayout(paths: StackPaths, name = 'postgres'): PostgresLayout {
+  const pointer = join(paths.stateDir, `${name}-root`);
   let root: string;
   if (existsSync(pointer)) {
     root = readFileSync(pointer, 'utf8').trim();
   } else {
     mkdirSync(paths.stateDir, { recursive: true });
     const reachable = !asRoot() || run('runuser', ['-u', 'postgres', '--', 'test', '-x', paths.stateDir]).status === 0;
-    root = reachable
-      ? join(paths.stateDir, 'postgres')
-      : join('/var/lib/postgresql/outbox-router', createHash('sha256').update(paths.stateDir).digest('hex').slice(0, 12));
+    const hash = createHash('sha256').update(paths.stateDir).digest('hex').slice(0, 12);
+    root = reachable ? join(paths.stateDir, name) : join('/var/lib/postgresql/outbox-router', name === 'postgres' ? hash : `${hash}-${name}`);
     writeFileSync(pointer, `${root}\n`);
   }
   return { root, dataDir: join(root, 'data'), socketDir: join(root, 'run'), logFile: join(root, 'postgres.log') };
 }
 
-export function initPostgres(install: PostgresInstall, paths: StackPaths, layout: PostgresLayout): boolean {
+/** A cluster's own settings: the stack's on 55432, or one of the version matrix's (postgres-versions.ts). */
+export interface ClusterSettings {
+  port: number;
+  /** initdb --wal-segsize (MB); PostgreSQL's default is 16. */
+  walSegmentMb?: number;
+  /** Lines appended to the rendered settings. */
+  extraConf?: string;
+}
+
+export const STACK_CLUSTER: ClusterSettings = Object.freeze({ port: STACK_PORTS.postgres });
+
+export function initPostgres(install: PostgresInstall, paths: StackPaths, layout: PostgresLayout, cluster: ClusterSettings = STACK_CLUSTER): boolean {
   let created = false;
   if (!existsSync(join(layout.dataDir, 'PG_VERSION'))) {
     rmSync(layout.dataDir, { recursive: true, force: true });
@@ -92,7 +102,10 @@ export function initPostgres(install: PostgresInstall, paths: StackPaths, layout
     chownToPostgres(layout.root);
     const result = runAsOwner(join(install.binDir, 'initdb'), [
       '-D', layout.dataDir, '-U', POSTGRES.user, `--pwfile=${pwfile}`, '-E', 'UTF8', '--locale=C',
-      '--auth-local=trust', '--auth-host=scram-sha-256', '--no-instructions',
+      '--auth-local=trust', '--auth-host=scram-sha-256',
+      // PostgreSQL 13's initdb has no --no-instructions (added in 14)
+      ...(install.major >= 14 ? ['--no-instructions'] : []),
+      ...(cluster.walSegmentMb ? [`--wal-segsize=${cluster.walSegmentMb}`] : []),
     ]);
     rmSync(pwfile, { force: true });
     if (result.status !== 0) {
@@ -103,14 +116,14 @@ export function initPostgres(install: PostgresInstall, paths: StackPaths, layout
   }
   const conf = renderTemplateFile(join(paths.connectTemplates, 'postgresql.conf'), {
     host: STACK_HOST,
-    postgresPort: STACK_PORTS.postgres,
+    postgresPort: cluster.port,
     socketDir: layout.socketDir,
     walLevel: POSTGRES.walLevel,
     maxReplicationSlots: POSTGRES.maxReplicationSlots,
     maxWalSenders: POSTGRES.maxWalSenders,
     maxConnections: POSTGRES.maxConnections,
   });
-  writeFileSync(join(layout.dataDir, 'outbox-stack.conf'), conf);
+  writeFileSync(join(layout.dataDir, 'outbox-stack.conf'), cluster.extraConf ? `${conf}\n${cluster.extraConf}\n` : conf);
   mkdirSync(layout.socketDir, { recursive: true });
   chmodSync(layout.root, 0o755);
   chownToPostgres(layout.root);
@@ -144,10 +157,10 @@ export function stopPostgres(install: PostgresInstall, layout: PostgresLayout): 
   return true;
 }
 
-export function adminClient(database = 'postgres'): Client {
+export function adminClient(database = 'postgres', port: number = STACK_PORTS.postgres): Client {
   return new Client({
     host: STACK_HOST,
-    port: STACK_PORTS.postgres,
+    port,
     user: POSTGRES.user,
     password: POSTGRES.password,
     database,
@@ -156,8 +169,8 @@ export function adminClient(database = 'postgres'): Client {
 }
 
 /** Creates the `app` database and the registry's once; safe to call on every `up`. */
-export async function ensureAppDatabase(): Promise<void> {
-  const client = adminClient();
+export async function ensureAppDatabase(port: number = STACK_PORTS.postgres): Promise<void> {
+  const client = adminClient('postgres', port);
   await client.connect();
   try {
     for (const name of [POSTGRES.database, REGISTRY_DATABASE]) {

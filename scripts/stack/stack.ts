@@ -6,6 +6,7 @@ import { resolveStackConfig, type StackConfig, type StackOptions } from './confi
 import { findJava, type JavaRuntime } from './java';
 import { stackPaths, type StackPaths } from './paths';
 import * as pg from './postgres';
+import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
 import { jvmServices, type JvmService } from './services';
@@ -123,6 +124,10 @@ async function downStack(paths: StackPaths, clean: boolean, onStep: (event: Step
   }
   const stopped = install && layout ? pg.stopPostgres(install, layout) : false;
   onStep({ step: 'postgres', ms: Date.now() - t, detail: stopped ? 'stopped' : 'not running' });
+  for (const { version } of POSTGRES_MATRIX) {
+    const m = Date.now();
+    if (stopMatrixCluster(paths, version, { clean })) onStep({ step: 'postgres', ms: Date.now() - m, detail: `PostgreSQL ${version} (version matrix) stopped` });
+  }
   if (clean) {
     if (layout && layout.root !== join(paths.stateDir, 'postgres')) rmSync(layout.root, { recursive: true, force: true });
     rmSync(paths.stateDir, { recursive: true, force: true });

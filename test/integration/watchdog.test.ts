@@ -4,50 +4,22 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { Command } from 'commander';
 import { watchdogCommand } from '../../src/cli/watchdog-command';
 import { loadConfig, type OutboxOptions } from '../../src/config';
-import { POSTGRES, STACK_HOST, STACK_PORTS } from '../../scripts/stack/settings';
+import { POSTGRES, STACK_HOST } from '../../scripts/stack/settings';
 import { createWatchdog, dedupKey, exitCodeFor, type Watchdog } from '../../src/watchdog';
-import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomIdentifier, testPostgresPort, withClient, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
 import { waitsUpTo } from '../support/until';
+import { startReceiver } from '../support/webhook-receiver';
 
 const SECRET = `whsec_${Buffer.from('outbox-watchdog-test-secret-0123456789').toString('base64')}`;
 const MiB = 1024 * 1024;
 const PG_RECVLOGICAL = '/usr/lib/postgresql/15/bin/pg_recvlogical';
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  raw: string;
-  body: Record<string, unknown>;
-}
-
-/** A local webhook receiver; `answers` are the statuses of the next requests (then 200). */
-async function startReceiver() {
-  const received: Received[] = [];
-  const answers: number[] = [];
-  const server: Server = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (d: Buffer) => (raw += d.toString()));
-    req.on('end', () => {
-      received.push({ headers: req.headers, raw, body: JSON.parse(raw) as Record<string, unknown> });
-      res.writeHead(answers.shift() ?? 200).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    received,
-    answers,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const until = waitsUpTo(15_000);
 
@@ -80,7 +52,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
       env: {},
       overrides: {
         ...pipeline,
-        database: { host: STACK_HOST, port: STACK_PORTS.postgres, database: db.name, user: POSTGRES.user, password: POSTGRES.password, ...database },
+        database: { host: STACK_HOST, port: testPostgresPort(), database: db.name, user: POSTGRES.user, password: POSTGRES.password, ...database },
         watchdog: {
           intervalMs: 200,
           cluster: 'test-cluster',
@@ -189,7 +161,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     const slot = await newSlot('test_decoding');
     const dir = mkdtempSync(join(tmpdir(), 'wd-recv-'));
     // a real walsender: pg_recvlogical streams the slot but, with a 1 h fsync interval, never reports a flush position
-    const child = spawn(PG_RECVLOGICAL, ['-h', STACK_HOST, '-p', String(STACK_PORTS.postgres), '-U', POSTGRES.user, '-d', db.name, '-S', slot, '--start', '-f', join(dir, 'out'), '-F', '3600', '-s', '3600'], {
+    const child = spawn(PG_RECVLOGICAL, ['-h', STACK_HOST, '-p', String(testPostgresPort()), '-U', POSTGRES.user, '-d', db.name, '-S', slot, '--start', '-f', join(dir, 'out'), '-F', '3600', '-s', '3600'], {
       env: { ...process.env, PGPASSWORD: POSTGRES.password },
       stdio: 'ignore',
     });
@@ -217,7 +189,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
   });
 
   it('the database going away raises the watchdog’s own alert without resolving slot alerts, and recovers', async () => {
-    proxy = await startTcpProxy(STACK_PORTS.postgres);
+    proxy = await startTcpProxy(testPostgresPort());
     const slot = await newSlot();
     await emitWal(2 * MiB);
     const wd = start({ slots: [slot], rules: { retainedBytes: { warning: 1 * MiB, critical: 1024 * MiB }, retainedForMs: 0 } }, { port: proxy.port });
@@ -265,7 +237,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     const config = loadConfig({
       env: {},
       overrides: {
-        database: { database: db.name },
+        database: { database: db.name, port: testPostgresPort() },
         watchdog: { intervalMs: 100, slots: [slot], webhookUrl: 'http://127.0.0.1:9/unreachable', rules: { retainedBytes: { warning: MiB, critical: 1024 * MiB }, retainedForMs: 0 }, delivery: { initialDelayMs: 5_000 } },
       },
     });
@@ -281,7 +253,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     await sql(`CREATE ROLE ${role} LOGIN PASSWORD 'mon-secret-1' IN ROLE pg_monitor`);
     try {
       const slot = await newSlot();
-      const cfg = (watchdog: WatchdogOverrides) => loadConfig({ env: {}, overrides: { database: { database: db.name }, watchdog: { slots: [slot], ...watchdog } } });
+      const cfg = (watchdog: WatchdogOverrides) => loadConfig({ env: {}, overrides: { database: { database: db.name, port: testPostgresPort() }, watchdog: { slots: [slot], ...watchdog } } });
 
       const ok = createWatchdog({ config: cfg({ user: role, password: 'mon-secret-1' }), deliver: false });
       const good = await ok.pollOnce();
@@ -319,7 +291,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
         out += chunk.toString();
         return true;
       });
-      Object.assign(process.env, { PGDATABASE: db.name, OUTBOX_WATCHDOG_SLOTS: slot, ...env });
+      Object.assign(process.env, { PGDATABASE: db.name, PGPORT: String(testPostgresPort()), OUTBOX_WATCHDOG_SLOTS: slot, ...env });
       try {
         await new Command('outbox').exitOverride().addCommand(watchdogCommand()).parseAsync(['node', 'outbox', 'watchdog', '--once']);
         return { out, code: process.exitCode };
@@ -378,7 +350,7 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
     expect(alert?.body.values).toMatchObject({ publication, pubinsert: false, tablePublished: true });
 
     // `watchdog --once` judges the same: CRITICAL.
-    const once = createWatchdog({ config: loadConfig({ env: {}, overrides: { ...pipeline, database: { database: db.name }, watchdog: { slots: [slot] } } }), instant: true, deliver: false });
+    const once = createWatchdog({ config: loadConfig({ env: {}, overrides: { ...pipeline, database: { database: db.name, port: testPostgresPort() }, watchdog: { slots: [slot] } } }), instant: true, deliver: false });
     try {
       const result = await once.pollOnce();
       expect(once.statuses().filter((s) => s.rule === 'PublicationDrift')).toEqual([expect.objectContaining({ slot, level: 'critical' })]);

@@ -15,8 +15,20 @@ export function randomIdentifier(prefix: string): string {
   return randomName(prefix).replace(/-/g, '_');
 }
 
+/** The version-matrix projects (jest.config.js) point the tests at another PostgreSQL cluster. */
+export interface MatrixTarget {
+  version: string;
+  port: number;
+}
+
+/** The PostgreSQL server this test run uses: the stack's (55432), or the matrix cluster of its jest project. */
+export function testPostgresPort(): number {
+  const target = (globalThis as { OUTBOX_TEST_POSTGRES?: MatrixTarget }).OUTBOX_TEST_POSTGRES;
+  return target?.port ?? STACK_PORTS.postgres;
+}
+
 export function pgConfig(database: string = POSTGRES.database): ClientConfig {
-  return { host: STACK_HOST, port: STACK_PORTS.postgres, user: POSTGRES.user, password: POSTGRES.password, database };
+  return { host: STACK_HOST, port: testPostgresPort(), user: POSTGRES.user, password: POSTGRES.password, database };
 }
 
 export async function withClient<T>(database: string, body: (client: Client) => Promise<T>): Promise<T> {
