@@ -96,13 +96,19 @@ function deployCommand(): Command {
           'show the difference to the stored config, refuse unsafe slot/offset states, write only if changed, and wait until ' +
           'the connector and its task are RUNNING.',
       ),
-    ).option('--dry-run', 'validate and show the difference, write nothing', false),
+    )
+      .option('--dry-run', 'validate and show the difference, write nothing', false)
+      .option(
+        '--resnapshot',
+        'recover from a lost slot (wal_status lost): delete the connector, its stored offsets and the slot, then deploy with a snapshot of the outbox table (its rows are published again; consumers drop duplicates by id). Refused on a healthy slot unless --force',
+        false,
+      ),
     'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)',
   ).action(
-    action(async (opts: CommonOptions & BuildFlags & { dryRun: boolean }, command: Command) => {
+    action(async (opts: CommonOptions & BuildFlags & { dryRun: boolean; resnapshot: boolean }, command: Command) => {
       const log = loggerFor(command);
       const config = configFrom(command);
-      const result = await deployConnector(config, { dryRun: opts.dryRun, log, ...desiredFrom(opts) });
+      const result = await deployConnector(config, { dryRun: opts.dryRun, resnapshot: opts.resnapshot, log, ...desiredFrom(opts) });
       // A new connector's diff is its whole config: printed on a dry run only.
       const changes = result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff);
       print(opts.json, result, () => [

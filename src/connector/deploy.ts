@@ -6,12 +6,12 @@ import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
 import { runOutboxCleanup } from '../cleanup';
-import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { countUnpublishedRows, dropSlot, forgetCleanupState, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
 import { topicFindings, type TopicAdmin } from './topic-guard';
 import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
-import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
+import { connectorFailure, waitForGone, waitForRunning, waitForState, type WaitOptions } from './wait';
 
 export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
 export interface DeployProgress {
@@ -32,6 +32,13 @@ export interface DeployOptions {
   /** Reads existing topics' cleanup.policy; default: a kafkajs admin on config.kafka. */
   topicAdmin?: TopicAdmin;
   wait?: Pick<WaitOptions, 'pollMs' | 'settleMs'>;
+  /**
+   * The recovery from a lost slot (wal_status lost): stop and delete the connector with its stored
+   * offsets, drop the slot, then deploy with snapshot.mode=initial, so every row still in the outbox
+   * table is published again (the unread ones included; consumers drop the rest by id). Refused while
+   * the slot is healthy, unless `force`.
+   */
+  resnapshot?: boolean;
 }
 
 export interface DeployResult {
@@ -90,13 +97,16 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     options.onProgress?.({ step, detail, ms: Date.now() - started });
   };
   const client = options.client ?? createConnectClient(config.connect);
-  const desired = desiredConnectorConfig(config, { build: options.build, force });
+  const built = desiredConnectorConfig(config, { build: options.build, force });
+  // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
+  const desired: ConnectorConfig = options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
   const name = desired.name as string;
   const slotName = desired['slot.name'] as string;
   const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);
 
   await validateConfig(client, desired, name, log);
   progress('validate', `Connect accepted the config (${Object.keys(desired).length} properties)`);
+  if (options.resnapshot && !options.dryRun) await clearForResnapshot(config, client, { name, slotName, force, progress, log });
 
   const { slot, preSlotRows } = await readDatabaseSide(config, desired, slotName);
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
@@ -158,6 +168,42 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
 }
 
 /**
+ * Before a re-snapshot: nothing of the old stream may survive. The stored offsets would make Debezium
+ * skip the snapshot and ask the new slot for a position it never had; the lost slot cannot stream.
+ * The publication stays (db:provision owns it). The cleanup forgets the slot, so its floor starts again
+ * at the new slot and no row the snapshot still has to read is deleted.
+ */
+async function clearForResnapshot(
+  config: OutboxConfig,
+  client: ConnectClient,
+  o: { name: string; slotName: string; force: boolean; progress: (step: DeployStep, detail: string) => void; log: Logger | undefined },
+): Promise<void> {
+  const timeoutMs = config.connector.deployTimeoutMs;
+  const slot = await withAdmin(config, (db) => readSlot(db, o.slotName));
+  if (slot && slot.walStatus !== 'lost' && !o.force) {
+    throw new OutboxError(
+      'CONNECTOR_UNSAFE',
+      `Refusing to re-snapshot connector ${o.name}: its slot "${o.slotName}" is healthy (wal_status ${slot.walStatus ?? 'unknown'}), so nothing was lost, and a snapshot ` +
+        'publishes every row still in the outbox table again. Deploy without --resnapshot; or add --force to re-snapshot anyway.',
+      { details: { findings: ['slot-healthy'] } },
+    );
+  }
+  if (await client.getConfig(o.name)) {
+    await client.stop(o.name);
+    await waitForState(client, o.name, 'STOPPED', timeoutMs);
+    await client.resetOffsets(o.name);
+    await client.delete(o.name);
+    await waitForGone(client, o.name, timeoutMs);
+  }
+  const dropped = await withAdmin(config, async (db) => {
+    const gone = await dropSlot(db, o.slotName, timeoutMs);
+    await forgetCleanupState(db, config.outbox, o.slotName);
+    return gone;
+  });
+  o.progress('guard', `re-snapshot: connector ${o.name} and its stored offsets removed; slot ${o.slotName} ${dropped ? `dropped (wal_status was ${slot?.walStatus ?? 'unknown'})` : 'was absent'}`);
+}
+
+/**
  * The outbox cleanup deletes only rows above the floor it records when it first sees a slot (migration
  * 011): rows committed before the slot existed were never read. Recording it now, with the slot just
  * created, keeps that floor next to the slot's start, so the rows written between the deploy and the
@@ -207,7 +253,11 @@ async function checkExisting(d: Deployment, stored: Record<string, string>): Pro
 
 /** Nothing is written, so nothing is refused; a slot/offset problem is still worth saying. */
 async function checkUnchanged(d: Deployment, current: Record<string, string>): Promise<Partial<DeployResult>> {
-  const warnings = (await checkExisting(d, current)).map((f) => f.message);
+  const findings = await checkExisting(d, current);
+  // A lost slot is not a warning about the past: the connector cannot stream from it at all, stopped or running.
+  const lost = findings.filter((f) => f.code === 'slot-lost');
+  if (lost.length > 0 && !d.force) throw refuse(d.name, lost, false);
+  const warnings = findings.map((f) => f.message);
   for (const w of warnings) d.log?.warn({ step: 'guard' }, w);
   d.progress('diff', 'unchanged: nothing to write');
   const status = await d.client.status(d.name);

@@ -109,7 +109,12 @@ export function slotGuard(input: GuardInput): GuardFinding[] {
     if (slot.walStatus === 'lost') {
       findings.push({
         code: 'slot-lost',
-        message: `Slot "${slotName}" is invalidated (wal_status=lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so events in that WAL can no longer be published.`,
+        message:
+          `Slot "${slotName}" is invalidated (wal_status=lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so the connector cannot stream from it ` +
+          'and the events in that WAL can only come from the outbox table. Recover with `outbox connector:deploy --resnapshot` (drops the slot and the stored offsets, ' +
+          'then snapshots the outbox table: every row still in it is published again, the unread ones included; consumers drop the others by id), ' +
+          'or hand over to the relay (`outbox relay`: it publishes every row with published_at NULL). Rows already deleted from the outbox ' +
+          '(insert-then-delete writers, or cleaned up) cannot be recovered by either.',
       });
     }
   }

@@ -99,7 +99,7 @@ export function evaluateSlotRule(rule: SlotRuleName, slot: SlotStatus, ctx: Rule
       return {
         level: invalid ? 'critical' : 'ok',
         summary: invalid
-          ? `Slot ${name} is invalidated (${why}): its consumer can no longer stream; a re-snapshot is needed (drop and recreate the slot, e.g. Debezium snapshot.mode=when_needed).`
+          ? `Slot ${name} is invalidated (${why}): its consumer can no longer stream, and the events in the WAL it lost can only come from the outbox table: recover with \`outbox connector:deploy --resnapshot\` or the relay (docs/operations.md, "Slot invalidation").`
           : `Slot ${name} is valid.`,
       };
     }

@@ -91,7 +91,7 @@ describe('alert engine', () => {
     const ctx = { config, settings, current: 'ok' as const };
     const base = { inactiveMs: null, inactiveSource: null, stalledMs: 0, walSinceFlushMovedBytes: 0, retainedGrowthBytesPerSecond: null, etaInvalidationMs: null, etaDiskBudgetMs: null };
     expect(evaluateSlotRule('SlotInvalidated', { ...row({ walStatus: 'lost' }), ...base }, ctx).level).toBe('critical');
-    expect(evaluateSlotRule('SlotInvalidated', { ...row({ invalidationReason: 'wal_removed' }), ...base }, ctx).summary).toMatch(/wal_removed.*re-snapshot/);
+    expect(evaluateSlotRule('SlotInvalidated', { ...row({ invalidationReason: 'wal_removed' }), ...base }, ctx).summary).toMatch(/wal_removed.*connector:deploy --resnapshot/);
     expect(evaluateSlotRule('SlotInvalidated', { ...row(), ...base }, ctx).level).toBe('ok');
     expect(evaluateSlotRule('SlotWalUnreserved', { ...row({ walStatus: 'unreserved', safeWalSize: -5 }), ...base }, ctx).level).toBe('critical');
     expect(evaluateSlotRule('SlotInvalidationImminent', { ...row({ safeWalSize: 10 * MiB }), ...base, etaInvalidationMs: 30 * 60_000 }, ctx).level).toBe('critical');
