@@ -1,7 +1,7 @@
 /**
  * A replication slot lost to max_slot_wal_keep_size, end to end on a real server: the connector is
  * stopped with events it has not read, WAL grows past the limit, the watchdog warns before the loss
- * (SlotInvalidationImminent) and reports it (SlotInvalidated), connector:deploy refuses to resume from
+ * (SlotInvalidationImminent, then SlotWalUnreserved) and reports it (SlotInvalidated), connector:deploy refuses to resume from
  * the lost slot and names the recovery, and the recovery (--resnapshot) brings every committed event
  * to the topic.
  *
@@ -91,7 +91,7 @@ describe('slot invalidation, end to end (max_slot_wal_keep_size)', () => {
     await db?.drop();
   });
 
-  it('warns before the slot is lost, reports the loss, refuses to resume on it, and --resnapshot brings every committed event through', async () => {
+  it('warns before the slot is lost (imminent, then unreserved), reports the loss, refuses to resume on it, and --resnapshot brings every committed event through', async () => {
     const read = await write(20, 'read');
     await collect([topic], (rs) => read.every((id) => rs.some((r) => r.headers.id === id)), 90_000);
 
@@ -134,7 +134,15 @@ describe('slot invalidation, end to end (max_slot_wal_keep_size)', () => {
     expect(alerts('SlotInvalidated')).toEqual([]);
     expect((await slotState())?.wal_status).not.toBe('lost');
 
-    // Past the limit: the next checkpoint removes the WAL the slot still needs.
+    // Past the limit, before a checkpoint: the WAL is still there, but no longer reserved for the slot.
+    await until('wal_status unreserved', async () => {
+      await emit();
+      return slotState();
+    }, (s) => s?.wal_status === 'unreserved');
+    await until('SlotWalUnreserved fires', async () => alerts('SlotWalUnreserved'), (a) => a.includes('firing:critical'));
+    expect(alerts('SlotInvalidated')).toEqual([]);
+
+    // The next checkpoint removes the WAL the slot still needs.
     await until('the slot is lost', async () => {
       await emit();
       await withClient('postgres', (c) => c.query('CHECKPOINT'));
