@@ -98,6 +98,8 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
   let stale = false;
   /** The new inbox rows, until our own COMMIT is sent (after that, rows that exist are ours). */
   let uncommitted: ReadonlySet<string> = new Set();
+  /** The id of the transaction that inserted them: only rows it wrote can have survived our rollback. */
+  let insertTxid: string | undefined;
   const clock = new HandlerClock(options.handlerTimeoutMs);
   try {
     let inbox: { fresh: Set<string>; txid: string | undefined };
@@ -107,6 +109,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
       throw new InboxUnavailable(error);
     }
     const { fresh, txid } = inbox;
+    insertTxid = txid;
     const applied: ReadonlySet<string> = new Set(fresh);
     uncommitted = applied;
     const results: ApplyResult[] = items.map((item) => (fresh.delete(item.id.toLowerCase()) ? 'applied' : 'duplicate'));
@@ -182,8 +185,8 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
     // A handler that ran COMMIT (then BEGIN) and then failed, or made the router's own statement fail,
     // committed inbox rows the rollback cannot take back: their retries would count them as duplicates.
     const ours = error instanceof HandlerFailed && isOutboxError(error.cause, 'HANDLER_ENDED_TRANSACTION');
-    if (!ours && uncommitted.size > 0) {
-      const survived = await committedRows(broken ? pool : client, inboxTable, consumer, uncommitted).catch((): string[] => []);
+    if (!ours && uncommitted.size > 0 && insertTxid !== undefined) {
+      const survived = await committedRows(broken ? pool : client, inboxTable, consumer, uncommitted, insertTxid).catch((): string[] => []);
       if (survived.length > 0) {
         const rest = items.filter((i) => survived.includes(i.id.toLowerCase()));
         await endedTransaction(broken ? pool : client, inboxTable, consumer, endedEvents(pool), rest, rest, uncommitted);
@@ -278,9 +281,18 @@ async function endedTransaction(
   throw new HandlerFailed(handlerEndedTransaction((failed[0] as InboxItem).id));
 }
 
-/** Which of `ids` have an inbox row now, as seen from outside the (rolled-back) transaction. */
-async function committedRows(db: Pick<Pool, 'query'>, inboxTable: string, consumer: string, ids: ReadonlySet<string>): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(`SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [consumer, [...ids]]);
+/**
+ * Which of `ids` have an inbox row now that OUR transaction `txid` wrote, as seen after its rollback:
+ * rows a handler's own COMMIT let through. A row of another router (the rebalance gave it the
+ * partition, and its INSERT waited on ours until the rollback) is not ours: counting it failed good
+ * events as HANDLER_ENDED_TRANSACTION and deleted that router's rows, so a replay applied them twice.
+ * xmin is the 32-bit xid; txid_current() is the same id with its epoch above bit 32.
+ */
+async function committedRows(db: Pick<Pool, 'query'>, inboxTable: string, consumer: string, ids: ReadonlySet<string>, txid: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[]) AND xmin::text::bigint = $3::bigint % 4294967296`,
+    [consumer, [...ids], txid],
+  );
   return rows.map((r) => r.id.toLowerCase());
 }
 
