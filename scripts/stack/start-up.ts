@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OutboxError } from 'outbox-router/errors';
-import type { StackConfig } from './config';
+import { DEFAULT_EXACTLY_ONCE_SOURCE, type StackConfig } from './config';
 import { ensureJars } from './fetch-jars';
 import type { StackPaths } from './paths';
 import * as pg from './postgres';
@@ -41,7 +41,7 @@ export async function upStack(
   const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
   await preflightPorts(paths, jvms);
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
-  renderConfigs(paths);
+  renderConfigs(paths, config);
   step('postgres', await upPostgres(config, paths));
 
   const byName = Object.fromEntries(jvms.map((s) => [s.name, s])) as Record<JvmService['name'], JvmService>;
@@ -55,12 +55,16 @@ export async function upStack(
   const connect = await startJvm(paths, byName.connect);
   startedAny ||= connect.started;
   step('registry', `${await ready('registry', registry.pid)}${registry.started ? '' : ' (already running)'}`);
-  step('connect', `${await ready('connect', connect.pid)}${connect.started ? '' : ' (already running)'}`);
+  const eos = `exactly.once.source.support=${config.exactlyOnceSource}`;
+  step('connect', `${await ready('connect', connect.pid)}${connect.started ? ` (${eos})` : ` (already running: ${eos} applies from its next start, after stack down)`}`);
   return { totalMs: Date.now() - t0, startedAny };
 }
 
 /** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
-export function jvmTemplateValues(paths: StackPaths): Record<string, string | number> {
+export function jvmTemplateValues(
+  paths: StackPaths,
+  { exactlyOnceSource = DEFAULT_EXACTLY_ONCE_SOURCE }: Partial<Pick<StackConfig, 'exactlyOnceSource'>> = {},
+): Record<string, string | number> {
   return {
     host: STACK_HOST,
     kafkaPort: STACK_PORTS.kafka,
@@ -72,6 +76,7 @@ export function jvmTemplateValues(paths: StackPaths): Record<string, string | nu
     connectConfigTopic: KAFKA.connectConfigTopic,
     connectOffsetTopic: KAFKA.connectOffsetTopic,
     connectStatusTopic: KAFKA.connectStatusTopic,
+    exactlyOnceSource,
   };
 }
 
@@ -87,10 +92,10 @@ export function runningPid(paths: StackPaths, name: JvmServiceName): number | un
   return pid;
 }
 
-function renderConfigs(paths: StackPaths): void {
+function renderConfigs(paths: StackPaths, config: StackConfig): void {
   mkdirSync(paths.configDir, { recursive: true });
   mkdirSync(paths.logDir, { recursive: true });
-  const values = jvmTemplateValues(paths);
+  const values = jvmTemplateValues(paths, config);
   for (const [template, target] of [
     ['kafka-server.properties', 'kafka-server.properties'],
     ['connect-distributed.properties', 'connect-distributed.properties'],

@@ -125,6 +125,12 @@ describe('the real templates in connect/', () => {
     });
   });
 
+  it('connect-distributed.properties: exactly.once.source.support disabled by default, enabled on request', () => {
+    expect(parseProperties(render('connect-distributed.properties', jvmValues))['exactly.once.source.support']).toBe('disabled');
+    const enabled = jvmTemplateValues(paths, { exactlyOnceSource: 'enabled' });
+    expect(parseProperties(render('connect-distributed.properties', enabled))['exactly.once.source.support']).toBe('enabled');
+  });
+
   it('kafka-server.properties: one KRaft node on 127.0.0.1:9092 with its controller on 9093, replication factor 1', () => {
     const props = parseProperties(render('kafka-server.properties', jvmValues));
     expect(props['process.roles']).toBe('broker,controller');
