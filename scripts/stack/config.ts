@@ -4,6 +4,7 @@ import { defaultCacheDir, defaultStateDir } from './paths';
 
 /** Kafka's own default for exactly.once.source.support; docker-compose.yml uses the same. */
 export const DEFAULT_EXACTLY_ONCE_SOURCE = 'disabled';
+export type ExactlyOnceSource = 'disabled' | 'enabled';
 
 const heap = z.string().regex(/^\d+[mMgG]$/, 'a JVM size such as 512m or 1g');
 
@@ -24,9 +25,11 @@ export const stackConfigSchema = z
      * The Connect worker's exactly.once.source.support (KIP-618), read at its start. `disabled` is Kafka's
      * default and what a Connect cluster has unless its operator turned it on; `enabled` runs every source
      * task on the worker with a transactional producer, whether its connector asks for it or not
-     * (docs/local-stack.md). A connector with connector.exactlyOnce needs `enabled`.
+     * (docs/local-stack.md). A connector with connector.exactlyOnce needs `enabled`. Unset: what the
+     * stack's rendered worker config already says (the last `stack up` that set it), else `disabled`, so
+     * a later `stack up` (the tests', the chaos run's restarts) keeps the worker as it was started.
      */
-    exactlyOnceSource: z.enum(['disabled', 'enabled']).default(DEFAULT_EXACTLY_ONCE_SOURCE),
+    exactlyOnceSource: z.enum(['disabled', 'enabled']).optional(),
   })
   .strict();
 

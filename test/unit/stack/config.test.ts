@@ -113,10 +113,12 @@ describe('resolveStackConfig precedence', () => {
     expect(config.readyTimeoutMs).toBe(9000);
   });
 
-  it('leaves exactly-once source support at Kafka\'s default (disabled) unless OUTBOX_STACK_EXACTLY_ONCE says enabled', () => {
-    expect(resolveStackConfig().exactlyOnceSource).toBe('disabled');
+  it('leaves exactly-once source support unset (the rendered worker config decides) unless OUTBOX_STACK_EXACTLY_ONCE says', () => {
+    expect(resolveStackConfig().exactlyOnceSource).toBeUndefined();
     process.env.OUTBOX_STACK_EXACTLY_ONCE = 'enabled';
     expect(resolveStackConfig().exactlyOnceSource).toBe('enabled');
+    process.env.OUTBOX_STACK_EXACTLY_ONCE = 'disabled';
+    expect(resolveStackConfig().exactlyOnceSource).toBe('disabled');
   });
 
   it('rejects an OUTBOX_STACK_EXACTLY_ONCE other than enabled or disabled, naming the variable', () => {
