@@ -15,11 +15,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { OutboxConfig } from '../../src/config';
-import { buildConnectorConfig, createConnectClient, deleteConnector, deployConnector } from '../../src/connector';
+import { buildConnectorConfig, createConnectClient, deployConnector } from '../../src/connector';
 import { qualified } from '../../src/db';
 import { isOutboxError } from '../../src/errors';
 import { provision } from '../../src/provision';
 import { collect, type Received } from '../support/consume';
+import { teardownConnectorTest } from '../support/connector-teardown';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
 
@@ -103,22 +104,7 @@ beforeAll(async () => {
   note(`Connect at ${connect.url}: exactly.once.source.support ${workerEos ? 'enabled' : 'not enabled'}`);
 });
 
-afterAll(async () => {
-  for (const config of [eosConfig, plainConfig]) {
-    await deleteConnector(config, { dropSlot: true, force: true, timeoutMs: 30_000 }).catch((e) => note(`cleanup: ${e}`));
-  }
-  await db.drop();
-  await withClient('postgres', async (c) => {
-    for (const role of [eosConfig.roles.cdc, eosConfig.roles.app, eosConfig.roles.monitor, eosConfig.roles.router, eosConfig.roles.relay]) {
-      await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
-    }
-  });
-  const admin = testKafka().admin();
-  await admin.connect();
-  const topics = (await admin.listTopics()).filter((t) => t.includes(id));
-  if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-  await admin.disconnect();
-});
+afterAll(() => teardownConnectorTest([eosConfig, plainConfig], db, id));
 
 describe('connector.exactlyOnce', () => {
   it('on a worker without exactly-once source support: deploy refuses with CONNECT_EXACTLY_ONCE_DISABLED and creates neither connector nor slot', async () => {

@@ -37,11 +37,14 @@ describe('connector:deploy with connector.exactlyOnce on a worker without exactl
   it('refuses with CONNECT_EXACTLY_ONCE_DISABLED, naming the worker setting and the way back, before touching anything', async () => {
     const { error, writes } = await deployError([WORKER_WITHOUT_EOS]);
     expect(error.code).toBe('CONNECT_EXACTLY_ONCE_DISABLED');
-    expect(error.message).toContain('exactly.once.source.support=enabled');
-    expect(error.message).toContain('OUTBOX_STACK_EXACTLY_ONCE=enabled');
-    expect(error.message).toContain('connector.exactlyOnce=false (OUTBOX_CONNECTOR_EXACTLY_ONCE=false)');
-    expect(error.message).toContain('This worker does not have exactly-once source support enabled.');
-    expect(error.message).toContain('nothing was deployed');
+    const named = [
+      'This worker does not have exactly-once source support enabled.', // Connect's own words
+      'exactly.once.source.support=enabled', // the fix on the workers
+      'OUTBOX_STACK_EXACTLY_ONCE=enabled', // the fix on the local stack
+      'connector.exactlyOnce=false (OUTBOX_CONNECTOR_EXACTLY_ONCE=false)', // the way back
+      'nothing was deployed',
+    ];
+    for (const part of named) expect(error.message).toContain(part);
     expect(writes).toEqual([]);
   });
 
