@@ -25,6 +25,7 @@ interface BenchFlags {
   writerSeconds: number;
   concurrency: number;
   routerEvents: number;
+  exactlyOnce: boolean;
   output: string;
 }
 
@@ -72,6 +73,12 @@ export function benchCommand(): Command {
     .addOption(new Option('--writer-seconds <n>', 'writer-overhead run length, all modes over 3 rounds').default(9).argParser(int))
     .addOption(new Option('--concurrency <n>', 'concurrent business transactions in the writer-overhead runs').default(8).argParser(int))
     .addOption(new Option('--router-events <n>', 'records pre-filled for the router drain against raw consume').default(20_000).argParser(int))
+    .option(
+      '--exactly-once',
+      'deploy the CDC connector with connector.exactlyOnce (KIP-618: one Kafka transaction per Debezium poll); the Connect worker must run with ' +
+        'exactly.once.source.support=enabled (OUTBOX_STACK_EXACTLY_ONCE=enabled at its start, or OUTBOX_CONNECT_URL to such a worker)',
+      false,
+    )
     .option('-o, --output <file>', 'where to write the JSON results (the chart goes beside it)', join(PROJECT_ROOT, 'bench', 'results.json'))
     .action(
       action(async (opts: BenchFlags, command: Command) => {

@@ -53,7 +53,9 @@ export async function measureCdcPart(b: BenchRun): Promise<void> {
   const { runId, results, progress, admin, cleanups } = b;
   const prefix = `bench${runId}cdc`;
   const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
-  const bench = await b.database('cdc', { connector: { name: `outbox-bench-${runId}`, slotName: `outbox_bench_${runId}`, topicReplacement, topicPrefix: prefix } });
+  const bench = await b.database('cdc', {
+    connector: { name: `outbox-bench-${runId}`, slotName: `outbox_bench_${runId}`, topicReplacement, topicPrefix: prefix, exactlyOnce: b.options.exactlyOnce ?? false },
+  });
   const { config } = bench;
   // Routed topics exist before the connector: broker timestamps (LogAppendTime), the bench's partitions.
   await createTopic(b.kafka, topicForReplacement(topicReplacement)('order'));

@@ -30,6 +30,8 @@ export interface BenchOptions {
   writerConnections: number;
   /** The handler form the pipelines' router runs. */
   handler: HandlerKind;
+  /** The CDC part's connector with connector.exactlyOnce (KIP-618); the Connect worker needs exactly.once.source.support=enabled. */
+  exactlyOnce?: boolean;
   only: Part[];
   output: string;
   log: Logger;

@@ -63,22 +63,27 @@ export async function scanTopic(config: OutboxConfig, topic: string, state: Writ
   await admin.disconnect();
   const ids: string[] = [];
   const remaining = new Set([...ends.entries()].filter(([, high]) => high > 0n).map(([p]) => p));
-  const consumer = kafka.consumer({ groupId: `${topic}-scan-${Date.now()}`, maxWaitTimeInMs: 100 });
+  // read_committed, as the router reads: records of an aborted Connect transaction (--exactly-once) are not
+  // delivered, so they are not counted as duplicates. Under EOS the log ends with a commit marker, which no
+  // record carries: the end is reached when a fetch's last offset (records and markers, END_BATCH_PROCESS,
+  // also emitted for a fetch of markers only) reaches the high watermark.
+  const consumer = kafka.consumer({ groupId: `${topic}-scan-${Date.now()}`, maxWaitTimeInMs: 100, readUncommitted: false });
   await consumer.connect();
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   await new Promise<void>((resolve, reject) => {
     if (remaining.size === 0) return resolve();
     const timer = setTimeout(() => reject(new Error(`chaos: reading ${topic} did not reach its end in 120 s`)), 120_000);
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      if (BigInt(payload.lastOffset) >= (ends.get(payload.partition) ?? 0n) - 1n) remaining.delete(payload.partition);
+      if (remaining.size === 0) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
     void consumer
       .run({
         eachBatch: async ({ batch }) => {
           for (const m of batch.messages) ids.push(String(m.headers?.id ?? ''));
-          const last = BigInt(batch.messages.at(-1)?.offset ?? '-1');
-          if (last >= (ends.get(batch.partition) ?? 0n) - 1n) remaining.delete(batch.partition);
-          if (remaining.size === 0) {
-            clearTimeout(timer);
-            resolve();
-          }
         },
       })
       .catch(reject);

@@ -12,7 +12,7 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
   const lines: string[] = [];
   for (const r of reports) {
     lines.push(
-      `chaos ${r.pipeline}: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
+      `chaos ${r.pipeline}${r.exactlyOnce ? ' (exactly-once)' : ''}: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
         `${r.events.notCommittedOnError} failed by a fault, ${r.events.ambiguousCommits} ambiguous commits resolved`,
       `  lost ${r.lost}, phantom ${r.phantom}, double-applied ${r.doubleApplied}, order violations ${r.orderViolations}`,
       `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
@@ -50,20 +50,29 @@ export function program(): Command {
     .option('--pipeline <list>', 'cdc, relay or both (comma-separated)', 'cdc,relay')
     .addOption(new Option('--faults <kinds>', `only these fault kinds (comma-separated: ${FAULT_KINDS.join(', ')}); default all`).argParser(faultKinds))
     .addOption(new Option('--events <n>', 'override the profile\'s event count').argParser(eventCount))
+    .option(
+      '--exactly-once',
+      'CDC: deploy the connector with connector.exactlyOnce (KIP-618 transactions, read with read_committed); the stack\'s Connect worker must run with ' +
+        'exactly.once.source.support=enabled (OUTBOX_STACK_EXACTLY_ONCE=enabled at its start), else the deploy fails with CONNECT_EXACTLY_ONCE_DISABLED',
+      false,
+    )
     .option('-o, --output <file>', 'where to write the JSON report', join(PROJECT_ROOT, 'reports', 'chaos.json'))
     .addOption(new Option('--log-level <level>').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .addOption(new Option('--log-format <format>').choices(['json', 'pretty']))
     .action(
-      action(async (opts: { profile: 'full' | 'ci'; pipeline: string; output: string; faults?: FaultKind[]; events?: number }, command: Command) => {
+      action(async (opts: { profile: 'full' | 'ci'; pipeline: string; output: string; faults?: FaultKind[]; events?: number; exactlyOnce: boolean }, command: Command) => {
         const pipelines = opts.pipeline.split(',').map((p) => p.trim());
         const bad = pipelines.filter((p) => p !== 'cdc' && p !== 'relay');
         if (bad.length) throw new OutboxError('FLAG_INVALID', `--pipeline ${JSON.stringify(opts.pipeline)}: ${bad.join(', ')} is not a pipeline; use cdc, relay or cdc,relay.`);
+        if (opts.exactlyOnce && !pipelines.includes('cdc')) {
+          throw new OutboxError('FLAG_INVALID', `--exactly-once is a setting of the CDC connector; --pipeline ${JSON.stringify(opts.pipeline)} has no cdc (use --pipeline cdc).`);
+        }
         const log = loggerFor(command);
         const reports: ChaosReport[] = [];
         for (const pipeline of pipelines as Pipeline[]) {
           log.info(`chaos ${pipeline}: ${JSON.stringify(PROFILES[opts.profile])}`);
           const profile = { ...PROFILES[opts.profile], ...(opts.events ? { events: opts.events } : {}) };
-          const report = await runChaos({ pipeline, profile, only: opts.faults, log });
+          const report = await runChaos({ pipeline, profile, only: opts.faults, exactlyOnce: opts.exactlyOnce, log });
           reports.push(report);
           mkdirSync(dirname(opts.output), { recursive: true });
           writeFileSync(opts.output, `${JSON.stringify(reports, null, 2)}\n`);

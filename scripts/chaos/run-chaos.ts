@@ -59,7 +59,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const topicReplacement = `${run}.outbox.event.\${routedByValue}`;
   const overrides: OutboxOptions = {
     database: { database: run },
-    connector: { name: `outbox-${run}`, slotName: `${run}_slot`, topicPrefix: run, topicReplacement },
+    connector: {
+      name: `outbox-${run}`,
+      slotName: `${run}_slot`,
+      topicPrefix: run,
+      topicReplacement,
+      ...(pipeline === 'cdc' && options.exactlyOnce ? { exactlyOnce: true } : {}),
+    },
   };
   const base = loadConfig({ overrides: { connector: overrides.connector } });
   await withClient(clientConfig(base.database, { database: 'postgres' }), (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(run)}`));
@@ -246,6 +252,7 @@ async function buildReport(
   const latencies = await commitToHandled(pool, state);
   const report: ChaosReport = {
     pipeline,
+    exactlyOnce: config.connector.exactlyOnce,
     profile,
     events: {
       attempted: state.attempted,

@@ -24,6 +24,8 @@ export interface FaultRecord {
 
 export interface ChaosReport {
   pipeline: Pipeline;
+  /** CDC with connector.exactlyOnce (KIP-618 transactions); false for the relay. */
+  exactlyOnce: boolean;
   profile: ChaosProfile;
   events: { attempted: number; committed: number; rolledBack: number; notCommittedOnError: number; ambiguousCommits: number };
   faults: FaultRecord[];
@@ -49,6 +51,8 @@ export interface ChaosOptions {
   /** Only these fault kinds of the plan (default: all). */
   only?: readonly FaultKind[];
   profile: ChaosProfile;
+  /** CDC: deploy the connector with connector.exactlyOnce (the Connect worker needs exactly.once.source.support=enabled). */
+  exactlyOnce?: boolean;
   log: Logger;
   progress?: (line: string) => void;
 }

@@ -2,6 +2,10 @@ import { z } from 'zod';
 import { OutboxError } from 'outbox-router/errors';
 import { defaultCacheDir, defaultStateDir } from './paths';
 
+/** Kafka's own default for exactly.once.source.support; docker-compose.yml uses the same. */
+export const DEFAULT_EXACTLY_ONCE_SOURCE = 'disabled';
+export type ExactlyOnceSource = 'disabled' | 'enabled';
+
 const heap = z.string().regex(/^\d+[mMgG]$/, 'a JVM size such as 512m or 1g');
 
 export const stackConfigSchema = z
@@ -17,6 +21,15 @@ export const stackConfigSchema = z
       .strict()
       .prefault({}),
     readyTimeoutMs: z.number().int().positive().default(120_000),
+    /**
+     * The Connect worker's exactly.once.source.support (KIP-618), read at its start. `disabled` is Kafka's
+     * default and what a Connect cluster has unless its operator turned it on; `enabled` runs every source
+     * task on the worker with a transactional producer, whether its connector asks for it or not
+     * (docs/local-stack.md). A connector with connector.exactlyOnce needs `enabled`. Unset: what the
+     * stack's rendered worker config already says (the last `stack up` that set it), else `disabled`, so
+     * a later `stack up` (the tests', the chaos run's restarts) keeps the worker as it was started.
+     */
+    exactlyOnceSource: z.enum(['disabled', 'enabled']).optional(),
   })
   .strict();
 
@@ -31,6 +44,7 @@ export function stackOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Stack
   if (env.JAVA_HOME) options.javaHome = env.JAVA_HOME;
   if (env.OUTBOX_REGISTRY_JAVA_HOME) options.registryJavaHome = env.OUTBOX_REGISTRY_JAVA_HOME;
   if (env.OUTBOX_STACK_READY_TIMEOUT_MS) options.readyTimeoutMs = Number(env.OUTBOX_STACK_READY_TIMEOUT_MS);
+  if (env.OUTBOX_STACK_EXACTLY_ONCE) options.exactlyOnceSource = env.OUTBOX_STACK_EXACTLY_ONCE as StackOptions['exactlyOnceSource'];
   return options;
 }
 
@@ -40,6 +54,7 @@ const ENV_NAMES: Record<string, string> = {
   javaHome: 'JAVA_HOME',
   registryJavaHome: 'OUTBOX_REGISTRY_JAVA_HOME',
   readyTimeoutMs: 'OUTBOX_STACK_READY_TIMEOUT_MS',
+  exactlyOnceSource: 'OUTBOX_STACK_EXACTLY_ONCE',
 };
 
 export function resolveStackConfig(options: StackOptions = {}): StackConfig {

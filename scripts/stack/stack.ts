@@ -13,7 +13,7 @@ import { jvmServices, type JvmService } from './services';
 import { STACK_HOST, STACK_PORTS } from './settings';
 import { runningPid, upStack, type StepEvent } from './start-up';
 
-export { jvmTemplateValues, type StepEvent } from './start-up';
+export { exactlyOnceSourceFor, jvmTemplateValues, type StepEvent } from './start-up';
 
 export type ServiceName = 'postgres' | JvmService['name'];
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];

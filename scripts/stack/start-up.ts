@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OutboxError } from 'outbox-router/errors';
-import type { StackConfig } from './config';
+import { DEFAULT_EXACTLY_ONCE_SOURCE, type ExactlyOnceSource, type StackConfig } from './config';
 import { ensureJars } from './fetch-jars';
 import type { StackPaths } from './paths';
 import * as pg from './postgres';
@@ -41,7 +41,8 @@ export async function upStack(
   const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
   await preflightPorts(paths, jvms);
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
-  renderConfigs(paths);
+  const exactlyOnceSource = exactlyOnceSourceFor(config, paths);
+  renderConfigs(paths, exactlyOnceSource);
   step('postgres', await upPostgres(config, paths));
 
   const byName = Object.fromEntries(jvms.map((s) => [s.name, s])) as Record<JvmService['name'], JvmService>;
@@ -55,12 +56,16 @@ export async function upStack(
   const connect = await startJvm(paths, byName.connect);
   startedAny ||= connect.started;
   step('registry', `${await ready('registry', registry.pid)}${registry.started ? '' : ' (already running)'}`);
-  step('connect', `${await ready('connect', connect.pid)}${connect.started ? '' : ' (already running)'}`);
+  const eos = `exactly.once.source.support=${exactlyOnceSource}`;
+  step('connect', `${await ready('connect', connect.pid)}${connect.started ? ` (${eos})` : ` (already running: ${eos} applies from its next start, after stack down)`}`);
   return { totalMs: Date.now() - t0, startedAny };
 }
 
 /** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
-export function jvmTemplateValues(paths: StackPaths): Record<string, string | number> {
+export function jvmTemplateValues(
+  paths: StackPaths,
+  { exactlyOnceSource = DEFAULT_EXACTLY_ONCE_SOURCE }: { exactlyOnceSource?: ExactlyOnceSource } = {},
+): Record<string, string | number> {
   return {
     host: STACK_HOST,
     kafkaPort: STACK_PORTS.kafka,
@@ -72,6 +77,7 @@ export function jvmTemplateValues(paths: StackPaths): Record<string, string | nu
     connectConfigTopic: KAFKA.connectConfigTopic,
     connectOffsetTopic: KAFKA.connectOffsetTopic,
     connectStatusTopic: KAFKA.connectStatusTopic,
+    exactlyOnceSource,
   };
 }
 
@@ -87,10 +93,22 @@ export function runningPid(paths: StackPaths, name: JvmServiceName): number | un
   return pid;
 }
 
-function renderConfigs(paths: StackPaths): void {
+/**
+ * The worker's exactly.once.source.support: the one asked for (OUTBOX_STACK_EXACTLY_ONCE), else the one the
+ * rendered worker config already has, else Kafka's default. Sticky, so a `stack up` without the variable
+ * (the integration tests' setup, the chaos run restarting a killed Connect) does not switch it back.
+ */
+export function exactlyOnceSourceFor(config: Pick<StackConfig, 'exactlyOnceSource'>, paths: Pick<StackPaths, 'configDir'>): ExactlyOnceSource {
+  if (config.exactlyOnceSource) return config.exactlyOnceSource;
+  const rendered = join(paths.configDir, 'connect-distributed.properties');
+  const previous = existsSync(rendered) ? /^exactly\.once\.source\.support=(enabled|disabled)\s*$/m.exec(readFileSync(rendered, 'utf8'))?.[1] : undefined;
+  return (previous as ExactlyOnceSource | undefined) ?? DEFAULT_EXACTLY_ONCE_SOURCE;
+}
+
+function renderConfigs(paths: StackPaths, exactlyOnceSource: ExactlyOnceSource): void {
   mkdirSync(paths.configDir, { recursive: true });
   mkdirSync(paths.logDir, { recursive: true });
-  const values = jvmTemplateValues(paths);
+  const values = jvmTemplateValues(paths, { exactlyOnceSource });
   for (const [template, target] of [
     ['kafka-server.properties', 'kafka-server.properties'],
     ['connect-distributed.properties', 'connect-distributed.properties'],

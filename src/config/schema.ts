@@ -217,6 +217,14 @@ export const connectorSchema = z
     maxQueueSize: z.number().int().positive().default(8192),
     /** Connect producer's linger.ms: 0, as its one request in flight batches records at high rates anyway. */
     producerLingerMs: z.number().int().nonnegative().default(0),
+    /**
+     * Exactly-once delivery to Kafka (KIP-618): the connector asks for `exactly.once.support=required`
+     * and `transaction.boundary=poll`, so each batch Debezium returns and its source offset commit in
+     * one Kafka transaction. Needs `exactly.once.source.support=enabled` on every Connect worker
+     * (`connector:deploy` refuses with CONNECT_EXACTLY_ONCE_DISABLED otherwise); consumers must read
+     * with read_committed (the router does). docs/connector.md has the measured cost.
+     */
+    exactlyOnce: z.boolean().default(false),
     deployTimeoutMs: z.number().int().positive().default(90_000),
   })
   .strict();

@@ -74,6 +74,20 @@ import { checkExtra } from './extra-guard';
 
 export type ConnectorConfig = Readonly<Record<string, string>>;
 
+/**
+ * connector.exactlyOnce (KIP-618, Kafka Connect 3.3+). `required` makes Connect's validation check that
+ * the worker has `exactly.once.source.support=enabled` and that the connector declares support
+ * (Debezium 3.6's PostgresConnector does, for every config); a worker without it fails the deploy at
+ * the validate step. `poll`: one transaction per batch the task returns, its source offset written to
+ * Connect's offset topic in the same transaction. It is Connect's default, stated because Debezium
+ * cannot define its own boundaries (`connector` would be refused). Without these two keys, a worker
+ * with EOS enabled still runs the task transactionally (`requested` is Connect's default).
+ */
+export const EXACTLY_ONCE_PROPERTIES: Readonly<Record<string, string>> = Object.freeze({
+  'exactly.once.support': 'required',
+  'transaction.boundary': 'poll',
+});
+
 export const CONNECTOR_TEMPLATE = join(PROJECT_ROOT, 'connect', 'outbox-connector.json');
 
 const HEADROOM_BYTES = 64 * 1024;
@@ -220,6 +234,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   const rendered = JSON.parse(renderTemplate(template(), jsonSafe, CONNECTOR_TEMPLATE)) as Record<string, string>;
 
   if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
+  if (connector.exactlyOnce) Object.assign(rendered, EXACTLY_ONCE_PROPERTIES);
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });
 }

@@ -218,8 +218,23 @@ async function registerCleanupFloor(config: OutboxConfig, slotName: string, log:
   }
 }
 
+/** Connect's validation message for `exactly.once.support=required` on a worker without EOS (Kafka 3.3 to 4.3: AbstractHerder). */
+const WORKER_WITHOUT_EOS = /does not have exactly-once source support enabled/i;
+
 async function validateConfig(client: ConnectClient, desired: ConnectorConfig, name: string, log: Logger | undefined): Promise<void> {
   const validation = await client.validate(desired);
+  const eos = validation.fields.find((f) => f.field === 'exactly.once.support' && f.errors.some((e) => WORKER_WITHOUT_EOS.test(e)));
+  if (eos) {
+    log?.error({ field: eos.field, errors: eos.errors }, 'the Connect worker does not have exactly-once source support enabled');
+    throw new OutboxError(
+      'CONNECT_EXACTLY_ONCE_DISABLED',
+      `connector.exactlyOnce is on, but the Kafka Connect worker does not have exactly-once source support enabled (Connect: "${eos.errors.join('; ')}"); ` +
+        `nothing was deployed for connector ${name}. Either set exactly.once.source.support=enabled on every Connect worker (a running cluster: ` +
+        'first `preparing` on every worker, then `enabled`, two rolling restarts; the local stack: `OUTBOX_STACK_EXACTLY_ONCE=enabled npm run stack:up` ' +
+        'after `npm run stack:down`), or deploy without it: connector.exactlyOnce=false (OUTBOX_CONNECTOR_EXACTLY_ONCE=false).',
+      { details: { fields: validation.fields } },
+    );
+  }
   if (validation.fields.length > 0 || validation.errorCount > 0) {
     for (const f of validation.fields) log?.error({ field: f.field, errors: f.errors }, `invalid ${f.field}`);
     const lines = validation.fields.map((f) => `  - ${f.field}: ${f.errors.join('; ')}`);

@@ -285,7 +285,8 @@ async function readToEnd(
 ): Promise<void> {
   const groupId = `outbox-dlq-replay-${randomUUID()}`;
   let closing = false;
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, retry: { retries: 5, restartOnFailure: async () => !closing } });
+  // read_committed, as the router reads (the dead-letter topic is written without transactions today).
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, readUncommitted: false, retry: { retries: 5, restartOnFailure: async () => !closing } });
   const remaining = new Set(ends.keys());
   let running: Promise<void> | undefined;
   let poller: NodeJS.Timeout | undefined;

@@ -111,6 +111,10 @@ function newConsumer(rt: RouterRuntime): Consumer {
     sessionTimeout: settings.sessionTimeoutMs,
     heartbeatInterval: rt.heartbeatIntervalMs,
     allowAutoTopicCreation: false,
+    // read_committed (kafkajs's default, stated): with connector.exactlyOnce, a Connect task that dies
+    // mid-transaction leaves records of an aborted transaction in the log; only committed ones are events.
+    // A record of an open transaction is held back until its commit (the last stable offset).
+    readUncommitted: false,
   });
   c.on(c.events.GROUP_JOIN, (e) => {
     if (rt.consumer !== c) return;

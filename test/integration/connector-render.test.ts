@@ -16,10 +16,11 @@ import { Command } from 'commander';
 import { parse as parseYaml, stringify } from 'yaml';
 import { connectorCommands } from '../../src/cli/connector-commands';
 import type { OutboxConfig } from '../../src/config';
-import { createConnectClient, deleteConnector, STRIMZI_MANAGED_KEYS, type ConnectClient, type KafkaConnectorResource } from '../../src/connector';
+import { createConnectClient, STRIMZI_MANAGED_KEYS, type ConnectClient, type KafkaConnectorResource } from '../../src/connector';
 import { provision } from '../../src/provision';
+import { teardownConnectorTest } from '../support/connector-teardown';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomIdentifier, randomName, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomIdentifier, randomName, stackUrls, type FreshDatabase } from '../support/stack-env';
 
 jest.setTimeout(120_000);
 
@@ -70,20 +71,7 @@ beforeAll(async () => {
   await provision(config);
 });
 
-afterAll(async () => {
-  await deleteConnector(config, { dropSlot: true, force: true, timeoutMs: 30_000 }).catch((e) => process.stderr.write(`cleanup: ${e}\n`));
-  await db.drop();
-  await withClient('postgres', async (c) => {
-    for (const role of [config.roles.cdc, config.roles.app, config.roles.monitor, config.roles.router, config.roles.relay]) {
-      await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
-    }
-  });
-  const admin = testKafka().admin();
-  await admin.connect();
-  const topics = (await admin.listTopics()).filter((t) => t.includes(id));
-  if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-  await admin.disconnect();
-});
+afterAll(() => teardownConnectorTest([config], db, id));
 
 describe('connector:render on the real stack', () => {
   // The same build flags for render and deploy: --set and --partitions reach the config through one mapping.

@@ -5,7 +5,9 @@
 import { readFileSync } from 'fs';
 import { join } from 'path';
 import { parse } from 'yaml';
-import { resolveStackConfig } from '../../scripts/stack/config';
+import { DEFAULT_EXACTLY_ONCE_SOURCE, resolveStackConfig } from '../../scripts/stack/config';
+import { stackPaths } from '../../scripts/stack/paths';
+import { jvmTemplateValues } from '../../scripts/stack/stack';
 import { JVM_FLAGS } from '../../scripts/stack/services';
 import { KAFKA, LOCAL_ROLE_PASSWORDS, POSTGRES, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from '../../scripts/stack/settings';
 
@@ -166,6 +168,13 @@ describe('docker-compose.yml', () => {
         if (plain[key]) expect(connect[`CONNECT_${key.replace(/\./g, '_').toUpperCase()}`]).toBeUndefined();
       }
     });
+  });
+
+  it('reads exactly.once.source.support from OUTBOX_STACK_EXACTLY_ONCE with the native stack\'s default', () => {
+    const props = readProperties('connect-distributed.properties');
+    expect(props['exactly.once.source.support']).toBe('${exactlyOnceSource}');
+    expect(jvmTemplateValues(stackPaths('/tmp/s', '/tmp/c'))['exactlyOnceSource']).toBe(DEFAULT_EXACTLY_ONCE_SOURCE);
+    expect(env('connect')['CONNECT_EXACTLY_ONCE_SOURCE_SUPPORT']).toBe(`\${OUTBOX_STACK_EXACTLY_ONCE:-${DEFAULT_EXACTLY_ONCE_SOURCE}}`);
   });
 
   describe('JVM flags and heaps of scripts/stack/services.ts', () => {

@@ -25,7 +25,7 @@ describe('outbox bench: argument checks (before anything runs)', () => {
   });
 
   it('--quick shortens every length that was not given explicitly', () => {
-    const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handler: 'per-event' as const, writerSeconds: 9, concurrency: 8, routerEvents: 20000, output: 'x' };
+    const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handler: 'per-event' as const, writerSeconds: 9, concurrency: 8, routerEvents: 20000, exactlyOnce: false, output: 'x' };
     const quick = benchSettings(flags, (key) => key !== 'seconds');
     expect(quick).toMatchObject({ seconds: 15, warmupSeconds: QUICK.warmupSeconds, rates: [...QUICK.rates], probes: 0, routerEvents: QUICK.routerEvents });
     expect(benchSettings({ ...flags, quick: false }, () => true)).toMatchObject({ seconds: 15, rates: [100, 200] });

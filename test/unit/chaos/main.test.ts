@@ -35,6 +35,12 @@ describe('outbox-chaos flags', () => {
     }
   });
 
+  it('--exactly-once without the cdc pipeline is FLAG_INVALID (the relay has no Connect transactions)', async () => {
+    const { printed } = await refusal(['--pipeline', 'relay', '--exactly-once']);
+    expect(printed).toContain('--exactly-once is a setting of the CDC connector; --pipeline "relay" has no cdc (use --pipeline cdc).');
+    expect(process.exitCode).toBe(1);
+  });
+
   it('an unknown --faults kind is FLAG_INVALID naming the known ones (it used to inject nothing)', async () => {
     const { error } = await refusal(['--faults', 'kill-router,kill-kafka']);
     expect(error?.code).toBe('FLAG_INVALID');

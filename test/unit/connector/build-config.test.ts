@@ -191,6 +191,18 @@ describe('settings', () => {
     expect(built).not.toHaveProperty(['producer.override.enable.idempotence']);
   });
 
+  it('exactly-once: off by default (no KIP-618 keys); on, it requires worker support with one transaction per poll', () => {
+    const plain = buildConnectorConfig(config());
+    expect(plain).not.toHaveProperty(['exactly.once.support']);
+    expect(plain).not.toHaveProperty(['transaction.boundary']);
+    const eos = buildConnectorConfig(config({ connector: { exactlyOnce: true } }));
+    expect(eos).toMatchObject({ 'exactly.once.support': 'required', 'transaction.boundary': 'poll' });
+    // Everything else is the same config: acks=all stays, Connect itself turns on idempotence and the transactional id.
+    const { 'exactly.once.support': _s, 'transaction.boundary': _b, ...rest } = eos;
+    expect(rest).toEqual({ ...plain });
+    expect(loadConfig({ env: { OUTBOX_CONNECTOR_EXACTLY_ONCE: 'true' } }).connector.exactlyOnce).toBe(true);
+  });
+
   it('rejects a zero partition count and a queue not larger than the batch', () => {
     expect(thrown(() => buildConnectorConfig(config(), { topicPartitions: 0 })).code).toBe('FLAG_INVALID');
     const error = thrown(() => buildConnectorConfig(config({ connector: { maxBatchSize: 4096, maxQueueSize: 4096 } })));

@@ -3,7 +3,7 @@ import { OutboxError, isOutboxError } from '../../../src/errors';
 import { resolveStackConfig, stackOptionsFromEnv, type StackOptions } from '../../../scripts/stack/config';
 import { PROJECT_ROOT } from '../../../scripts/stack/paths';
 
-const ENV_KEYS = ['OUTBOX_STACK_DIR', 'OUTBOX_CACHE_DIR', 'JAVA_HOME', 'OUTBOX_REGISTRY_JAVA_HOME', 'OUTBOX_STACK_READY_TIMEOUT_MS', 'XDG_CACHE_HOME'];
+const ENV_KEYS = ['OUTBOX_STACK_DIR', 'OUTBOX_CACHE_DIR', 'JAVA_HOME', 'OUTBOX_REGISTRY_JAVA_HOME', 'OUTBOX_STACK_READY_TIMEOUT_MS', 'OUTBOX_STACK_EXACTLY_ONCE', 'XDG_CACHE_HOME'];
 const saved: Record<string, string | undefined> = {};
 
 beforeEach(() => {
@@ -73,9 +73,10 @@ describe('stackOptionsFromEnv', () => {
         JAVA_HOME: '/jdk17',
         OUTBOX_REGISTRY_JAVA_HOME: '/jdk21',
         OUTBOX_STACK_READY_TIMEOUT_MS: '5000',
+        OUTBOX_STACK_EXACTLY_ONCE: 'enabled',
         UNRELATED: 'x',
       }),
-    ).toEqual({ stateDir: '/s', cacheDir: '/c', javaHome: '/jdk17', registryJavaHome: '/jdk21', readyTimeoutMs: 5000 });
+    ).toEqual({ stateDir: '/s', cacheDir: '/c', javaHome: '/jdk17', registryJavaHome: '/jdk21', readyTimeoutMs: 5000, exactlyOnceSource: 'enabled' });
   });
 
   it('gives nothing for an empty environment or empty variables', () => {
@@ -110,6 +111,20 @@ describe('resolveStackConfig precedence', () => {
     expect(config.stateDir).toBe('/tmp/opt-state');
     expect(config.javaHome).toBe('/tmp/opt-jdk');
     expect(config.readyTimeoutMs).toBe(9000);
+  });
+
+  it('leaves exactly-once source support unset (the rendered worker config decides) unless OUTBOX_STACK_EXACTLY_ONCE says', () => {
+    expect(resolveStackConfig().exactlyOnceSource).toBeUndefined();
+    process.env.OUTBOX_STACK_EXACTLY_ONCE = 'enabled';
+    expect(resolveStackConfig().exactlyOnceSource).toBe('enabled');
+    process.env.OUTBOX_STACK_EXACTLY_ONCE = 'disabled';
+    expect(resolveStackConfig().exactlyOnceSource).toBe('disabled');
+  });
+
+  it('rejects an OUTBOX_STACK_EXACTLY_ONCE other than enabled or disabled, naming the variable', () => {
+    process.env.OUTBOX_STACK_EXACTLY_ONCE = 'preparing';
+    const error = configError({});
+    expect(error.message).toContain('exactlyOnceSource (from OUTBOX_STACK_EXACTLY_ONCE=preparing)');
   });
 
   it('rejects a non-numeric timeout from the environment, naming the field', () => {

@@ -5,7 +5,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { jvmTemplateValues } from '../../../scripts/stack/stack';
+import { exactlyOnceSourceFor, jvmTemplateValues } from '../../../scripts/stack/stack';
 import { PROJECT_ROOT, stackPaths } from '../../../scripts/stack/paths';
 import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from '../../../scripts/stack/settings';
 import { parseProperties, renderTemplate, renderTemplateFile } from '../../../scripts/stack/template';
@@ -123,6 +123,24 @@ describe('the real templates in connect/', () => {
       // including ones renderTemplate would not recognise (with `_` or `.`) and so would leave silently.
       expect(text.match(/\$\{[A-Za-z_][A-Za-z0-9_.]*\}/g) ?? []).toEqual([]);
     });
+  });
+
+  it('exactly.once.source.support sticks: asked for wins, else the rendered config\'s, else disabled', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'outbox-eos-'));
+    try {
+      expect(exactlyOnceSourceFor({}, { configDir: dir })).toBe('disabled');
+      writeFileSync(join(dir, 'connect-distributed.properties'), render('connect-distributed.properties', jvmTemplateValues(paths, { exactlyOnceSource: 'enabled' })));
+      expect(exactlyOnceSourceFor({}, { configDir: dir })).toBe('enabled');
+      expect(exactlyOnceSourceFor({ exactlyOnceSource: 'disabled' }, { configDir: dir })).toBe('disabled');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('connect-distributed.properties: exactly.once.source.support disabled by default, enabled on request', () => {
+    expect(parseProperties(render('connect-distributed.properties', jvmValues))['exactly.once.source.support']).toBe('disabled');
+    const enabled = jvmTemplateValues(paths, { exactlyOnceSource: 'enabled' });
+    expect(parseProperties(render('connect-distributed.properties', enabled))['exactly.once.source.support']).toBe('enabled');
   });
 
   it('kafka-server.properties: one KRaft node on 127.0.0.1:9092 with its controller on 9093, replication factor 1', () => {
