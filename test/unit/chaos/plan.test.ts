@@ -1,5 +1,9 @@
 /** The chaos run's plan: transactions, faults, profiles, the crash-recovery note and the soak verdicts (pure parts). */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { crashRecoveryFrom, faultPlan, FAULT_KINDS } from '../../../scripts/chaos/faults';
+import { HANDLERS_JS } from '../../../scripts/chaos/handlers';
 import { PROFILES, profileFor, soakVerdicts } from '../../../scripts/chaos/run-chaos';
 import type { SoakSample } from '../../../scripts/chaos/types';
 import { aggregateIds, behindPoison, newWriteState, planTransaction } from '../../../scripts/chaos/writers';
@@ -108,5 +112,48 @@ describe('growth verdicts (shared with the data-lifecycle run)', () => {
     expect(verdicts.map((v) => v.key)).toEqual(['outboxBytes', 'inboxBytes', 'parkedBytes', 'slotUnconfirmedBytes', 'rssMb.router-a', 'rssMb.relay']);
     expect(verdicts.find((v) => v.key === 'rssMb.router-a')?.flat).toBe(false);
     expect(verdicts.find((v) => v.key === 'rssMb.relay')?.flat).toBe(true);
+  });
+});
+
+describe('the chaos handler module', () => {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const load = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'chaos-handlers-'));
+    const file = join(dir, 'handlers.js');
+    writeFileSync(file, HANDLERS_JS);
+    return (require(file) as { order: { OrderCreated: (event: unknown, ctx: unknown) => Promise<void> } }).order.OrderCreated;
+  };
+  const fakeTx = (fixed: string[]) => {
+    const effects: unknown[][] = [];
+    return {
+      effects,
+      tx: {
+        query: async (text: string, values: unknown[]) => {
+          if (text.startsWith('SELECT 1 FROM chaos_fixed')) return { rowCount: fixed.includes(values[0] as string) ? 1 : 0 };
+          effects.push(values);
+          return { rowCount: 1 };
+        },
+      },
+    };
+  };
+  const event = (id: string, fail?: string) => ({ id, aggregateId: 'agg-0001', headers: { seq: '3', ...(fail ? { fail } : {}) } });
+
+  it('applies a plain event; a flaky one throws on its first two attempts, then applies', async () => {
+    const handler = load();
+    const { tx, effects } = fakeTx([]);
+    await handler(event('e-1'), { tx });
+    await expect(handler(event('e-2', 'flaky'), { tx })).rejects.toThrow('flaky handler, attempt 1');
+    await expect(handler(event('e-2', 'flaky'), { tx })).rejects.toThrow('attempt 2');
+    await handler(event('e-2', 'flaky'), { tx });
+    expect(effects).toEqual([['e-1', 'agg-0001', 3], ['e-2', 'agg-0001', 3]]);
+  });
+
+  it('a poison event throws until its id is in chaos_fixed', async () => {
+    const handler = load();
+    const broken = fakeTx([]);
+    for (let i = 0; i < 6; i++) await expect(handler(event('e-3', 'poison'), { tx: broken.tx })).rejects.toThrow('poison event e-3, not fixed yet');
+    const fixed = fakeTx(['e-3']);
+    await handler(event('e-3', 'poison'), { tx: fixed.tx });
+    expect(fixed.effects).toEqual([['e-3', 'agg-0001', 3]]);
   });
 });
