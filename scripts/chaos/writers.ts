@@ -179,13 +179,16 @@ async function oneTransaction(pool: Pool, writer: OutboxWriter, plan: TxPlan, w:
   }
 }
 
-/** Did an ambiguous COMMIT commit? Its outbox row says so (looked for as soon as the database answers, before any cleanup). */
+/** Did an ambiguous COMMIT commit? Its outbox row says so, or, once a cleanup may have deleted the row (the soak profile), its effect. */
 async function resolveAmbiguous(pool: Pool, id: string, state: WriteState): Promise<boolean> {
   state.ambiguous++;
   for (;;) {
     try {
-      const { rowCount } = await pool.query('SELECT 1 FROM outbox WHERE id = $1', [id]);
-      return (rowCount ?? 0) > 0;
+      const { rows } = await pool.query<{ found: boolean }>(
+        'SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1) OR EXISTS (SELECT 1 FROM chaos_effects WHERE event_id = $1) AS found',
+        [id],
+      );
+      return rows[0]?.found === true;
     } catch {
       await sleep(500);
     }
