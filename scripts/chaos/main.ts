@@ -14,7 +14,7 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
   for (const r of reports) {
     lines.push(
       `chaos ${r.pipeline}: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
-        `${r.events.notCommittedOnError} failed by a fault, ${r.events.ambiguousCommits} ambiguous commits resolved`,
+        `${r.events.notCommittedOnError} failed by a fault, ${r.events.ambiguousCommits} ambiguous commits resolved, ${r.events.commitOrderInversions} committed ahead of an aggregate's transaction that began earlier`,
       `  lost ${r.lost}, phantom ${r.phantom}, double-applied ${r.doubleApplied}, order violations ${r.orderViolations}`,
       `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic, ${r.replayedRecordsOnTopic} of them replayed from the DLQ), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
       `  handlers: ${r.handlerFailures.flakyEvents} events failed twice then applied; ${r.handlerFailures.poisonEvents} poison events parked ${r.handlerFailures.parkedAggregates} aggregates ` +

@@ -20,7 +20,7 @@ import { PROJECT_ROOT } from '../stack/paths';
 import { commitToHandled, countHandled, scanTopic, settledSlotLag, verify } from './checks';
 import { injectFaults, routerName, type Parts } from './faults';
 import { fixAndReplay, HANDLERS_JS, parkedState, ROUTER_FAILURE_SETTINGS, waitPoisonSettled, type ReplayOutcome } from './handlers';
-import { aggregateIds, behindPoison, newWriteState, writeEvents, type WriteState } from './writers';
+import { aggregateIds, behindPoison, commitOrderInversions, newWriteState, writeEvents, type WriteState } from './writers';
 import type { ChaosOptions, ChaosProfile, ChaosReport, FaultRecord, HandlerFailureReport, Pipeline, ProfileName, SoakReport, SoakSample } from './types';
 
 export { faultPlan } from './faults';
@@ -345,6 +345,7 @@ async function buildReport(
       rolledBack: state.rolledBack.size,
       notCommittedOnError: state.failed.size,
       ambiguousCommits: state.ambiguous,
+      commitOrderInversions: commitOrderInversions(state.committed.values()),
     },
     faults,
     lost: checks.lost,

@@ -79,7 +79,15 @@ export interface SoakReport {
 export interface ChaosReport {
   pipeline: Pipeline;
   profile: ChaosProfile;
-  events: { attempted: number; committed: number; rolledBack: number; notCommittedOnError: number; ambiguousCommits: number };
+  events: {
+    attempted: number;
+    committed: number;
+    rolledBack: number;
+    notCommittedOnError: number;
+    ambiguousCommits: number;
+    /** Committed transactions that began before the one committed just ahead of them on their aggregate. */
+    commitOrderInversions: number;
+  };
   faults: FaultRecord[];
   lost: number;
   phantom: number;

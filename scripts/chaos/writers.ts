@@ -14,6 +14,8 @@ export type FailMark = 'flaky' | 'poison' | undefined;
 export interface CommittedEvent {
   /** Commit time (ms). */
   at: number;
+  /** When its transaction began (ms). */
+  began: number;
   aggregate: string;
   /** The aggregate's commit order (1, 2, …): its business row's counter, taken under its row lock. */
   seq: number;
@@ -42,6 +44,25 @@ export function newWriteState(): WriteState {
 export function behindPoison(state: WriteState, event: CommittedEvent): boolean {
   const from = state.parkedFrom.get(event.aggregate);
   return from !== undefined && event.seq >= from;
+}
+
+/**
+ * Committed transactions that began before the one committed just ahead of them on the same aggregate:
+ * how often start order and commit order differ (the writers make them differ on purpose). Pure.
+ */
+export function commitOrderInversions(committed: Iterable<CommittedEvent>): number {
+  const byAggregate = new Map<string, CommittedEvent[]>();
+  for (const e of committed) {
+    const list = byAggregate.get(e.aggregate);
+    if (list) list.push(e);
+    else byAggregate.set(e.aggregate, [e]);
+  }
+  let inversions = 0;
+  for (const events of byAggregate.values()) {
+    events.sort((a, b) => a.seq - b.seq);
+    for (let i = 1; i < events.length; i++) if ((events[i] as CommittedEvent).began < (events[i - 1] as CommittedEvent).began) inversions++;
+  }
+  return inversions;
 }
 
 export function aggregateIds(profile: Pick<ChaosProfile, 'aggregates'>): string[] {
@@ -116,7 +137,7 @@ export async function writeEvents(pool: Pool, writer: OutboxWriter, profile: Cha
       } else if (outcome.kind === 'failed') {
         state.failed.add(outcome.id);
       } else if (outcome.kind === 'committed' || (await resolveAmbiguous(pool, outcome.id, state))) {
-        state.committed.set(outcome.id, { at: outcome.at, aggregate: plan.aggregate, seq: outcome.seq, fail: plan.fail });
+        state.committed.set(outcome.id, { at: outcome.at, began: outcome.began, aggregate: plan.aggregate, seq: outcome.seq, fail: plan.fail });
         if (plan.fail === 'poison' && !state.parkedFrom.has(plan.aggregate)) state.parkedFrom.set(plan.aggregate, outcome.seq);
       } else {
         state.failed.add(outcome.id);
@@ -130,7 +151,7 @@ export async function writeEvents(pool: Pool, writer: OutboxWriter, profile: Cha
   }
 }
 
-type TxOutcome = { kind: 'committed' | 'rolled-back' | 'failed' | 'ambiguous'; id: string; at: number; seq: number };
+type TxOutcome = { kind: 'committed' | 'rolled-back' | 'failed' | 'ambiguous'; id: string; began: number; at: number; seq: number };
 
 async function oneTransaction(pool: Pool, writer: OutboxWriter, plan: TxPlan, w: number): Promise<TxOutcome> {
   for (;;) {
@@ -144,6 +165,7 @@ async function oneTransaction(pool: Pool, writer: OutboxWriter, plan: TxPlan, w:
     let id = '';
     let seq = 0;
     let commitSent = false;
+    const began = Date.now();
     try {
       await client.query('BEGIN');
       await client.query('INSERT INTO chaos_work (writer, aggregate_id) VALUES ($1, $2)', [w, plan.aggregate]);
@@ -162,19 +184,19 @@ async function oneTransaction(pool: Pool, writer: OutboxWriter, plan: TxPlan, w:
       if (plan.rollback) {
         await client.query('ROLLBACK');
         client.release();
-        return { kind: 'rolled-back', id, at: Date.now(), seq };
+        return { kind: 'rolled-back', id, began, at: Date.now(), seq };
       }
       commitSent = true;
       await client.query('COMMIT');
       client.release();
-      return { kind: 'committed', id, at: Date.now(), seq };
+      return { kind: 'committed', id, began, at: Date.now(), seq };
     } catch (error) {
       client.release(error as Error);
       if (!id) {
         await sleep(200); // failed before the event existed: try again (the lock and its seq were rolled back)
         continue;
       }
-      return { kind: commitSent ? 'ambiguous' : 'failed', id, at: Date.now(), seq };
+      return { kind: commitSent ? 'ambiguous' : 'failed', id, began, at: Date.now(), seq };
     }
   }
 }

@@ -6,7 +6,7 @@ import { crashRecoveryFrom, faultPlan, FAULT_KINDS } from '../../../scripts/chao
 import { HANDLERS_JS } from '../../../scripts/chaos/handlers';
 import { PROFILES, profileFor, soakVerdicts } from '../../../scripts/chaos/run-chaos';
 import type { SoakSample } from '../../../scripts/chaos/types';
-import { aggregateIds, behindPoison, newWriteState, planTransaction } from '../../../scripts/chaos/writers';
+import { aggregateIds, behindPoison, commitOrderInversions, newWriteState, planTransaction } from '../../../scripts/chaos/writers';
 import { growthVerdicts } from '../../../scripts/soak/sampling';
 
 describe('chaos transactions (planTransaction)', () => {
@@ -44,9 +44,17 @@ describe('chaos transactions (planTransaction)', () => {
   it('behindPoison: the events of an aggregate from its first poison event on', () => {
     const state = newWriteState();
     state.parkedFrom.set('agg-0010', 5);
-    const event = (aggregate: string, seq: number) => ({ at: 0, aggregate, seq, fail: undefined });
+    const event = (aggregate: string, seq: number) => ({ at: 0, began: 0, aggregate, seq, fail: undefined });
     expect([4, 5, 6].map((seq) => behindPoison(state, event('agg-0010', seq)))).toEqual([false, true, true]);
     expect(behindPoison(state, event('agg-0011', 9))).toBe(false);
+  });
+});
+
+describe('commitOrderInversions', () => {
+  it('counts the transactions that committed ahead of one of their aggregate that began earlier', () => {
+    const e = (aggregate: string, seq: number, began: number) => ({ at: 0, began, aggregate, seq, fail: undefined });
+    expect(commitOrderInversions([e('a', 1, 10), e('a', 2, 5), e('a', 3, 20), e('b', 2, 1), e('b', 1, 2)])).toBe(2);
+    expect(commitOrderInversions([e('a', 1, 1), e('a', 2, 2)])).toBe(0);
   });
 });
 
