@@ -100,6 +100,10 @@ async function stopService(paths: StackPaths, services: () => JvmService[], name
         }
       }
       while (children.some(isAlive)) await sleep(50);
+      // Until the dead postmaster is reaped too: `pg_ctl status` (kill 0) counts a zombie as a running
+      // server, so up() would not start it and then see it "exit during start-up".
+      const reaped = Date.now() + 10_000;
+      while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(100);
       return 'killed';
     }
     return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';
