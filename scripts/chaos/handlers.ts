@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import type { Pool } from 'pg';
 import { sleep } from 'outbox-router/retry';
 import { PROJECT_ROOT } from '../stack/paths';
-import type { WriteState } from './writers';
+import { behindPoison, type WriteState } from './writers';
 
 /**
  * The chaos run's handler, and how the run fixes its failures: an event marked `fail: flaky` throws on
@@ -60,7 +60,7 @@ export async function fixAndReplay(
   }
 }
 
-/** This consumer's parked rows, and whether every one of `poisonIds` is among them or applied. */
+/** This consumer's parked rows, and whether every one of `poisonIds` (poison events, or any ids) is among them or applied. */
 export async function parkedState(pool: Pool, consumer: string, poisonIds: readonly string[]): Promise<{ parkedRows: number; poisonSettled: boolean }> {
   const { rows } = await pool.query<{ parked: number; unsettled: number }>(
     `SELECT (SELECT count(*) FROM inbox_parked WHERE consumer = $1)::int AS parked,
@@ -72,9 +72,13 @@ export async function parkedState(pool: Pool, consumer: string, poisonIds: reado
   return { parkedRows: rows[0]?.parked ?? 0, poisonSettled: (rows[0]?.unsettled ?? 1) === 0 };
 }
 
-/** Until every poison event is dead-lettered (parked) or applied, for at most `timeoutMs`. */
-export async function waitPoisonSettled(pool: Pool, consumer: string, state: WriteState, timeoutMs: number): Promise<boolean> {
-  const ids = [...state.committed.entries()].filter(([, e]) => e.fail === 'poison').map(([id]) => id);
+/**
+ * Until every event behind a poison event (the poison included) is dead-lettered (parked) or applied,
+ * for at most `timeoutMs`: so the replay at the end starts once the pipeline has delivered them all, and
+ * a key it leaves parked is the replay's doing, not events still on their way.
+ */
+export async function waitParkedSettled(pool: Pool, consumer: string, state: WriteState, timeoutMs: number): Promise<boolean> {
+  const ids = [...state.committed.entries()].filter(([, e]) => behindPoison(state, e)).map(([id]) => id);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ok = await parkedState(pool, consumer, ids).then((s) => s.poisonSettled).catch(() => false);

@@ -19,6 +19,7 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
       `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic, ${r.replayedRecordsOnTopic} of them replayed from the DLQ), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
       `  handlers: ${r.handlerFailures.flakyEvents} events failed twice then applied; ${r.handlerFailures.poisonEvents} poison events parked ${r.handlerFailures.parkedAggregates} aggregates ` +
         `(${r.handlerFailures.eventsBehindPoison} events behind them); ${r.handlerFailures.replays} dlq:replay runs re-published ${r.handlerFailures.replayed}; parked rows at the end ${r.handlerFailures.parkedRowsAtEnd}` +
+        `${r.handlerFailures.stillParkedAfterFirstReplay.length ? `; left parked by the first replay at the end: ${r.handlerFailures.stillParkedAfterFirstReplay.join(', ')}` : ''}` +
         `${r.handlerFailures.stillParked.length ? `; still parked: ${r.handlerFailures.stillParked.join(', ')}` : ''}`,
       ...r.faults.map((f) => `  fault ${f.kind.padEnd(17)} at ${String(f.atCommitted).padStart(6)} committed → recovered in ${f.recoveryMs === null ? 'NOT RECOVERED' : `${(f.recoveryMs / 1000).toFixed(1)} s`}${f.notes.length ? `  (${f.notes.join('; ')})` : ''}`),
       ...r.connectorRestarts.map((x) => `  connector restarted by the supervisor: ${x}`),

@@ -19,7 +19,7 @@ import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
 import { commitToHandled, countHandled, scanTopic, settledSlotLag, verify } from './checks';
 import { injectFaults, routerName, type Parts } from './faults';
-import { fixAndReplay, HANDLERS_JS, parkedState, ROUTER_FAILURE_SETTINGS, waitPoisonSettled, type ReplayOutcome } from './handlers';
+import { fixAndReplay, HANDLERS_JS, parkedState, ROUTER_FAILURE_SETTINGS, waitParkedSettled, type ReplayOutcome } from './handlers';
 import { aggregateIds, behindPoison, commitOrderInversions, newWriteState, writeEvents, type WriteState } from './writers';
 import type { ChaosOptions, ChaosProfile, ChaosReport, FaultRecord, HandlerFailureReport, Pipeline, ProfileName, SoakReport, SoakSample } from './types';
 
@@ -120,6 +120,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     writing.catch(() => {});
     const replayContext = { configFile, consumer: run, env: stackEnvFor(config) };
     const replays: ReplayOutcome[] = [];
+    let endReplays = 0;
     const background: Array<Promise<unknown>> = [];
     if (profile.replayEverySeconds > 0) background.push(replayEvery(pool, state, replayContext, profile.replayEverySeconds, replays, say, stopBackground.signal));
     const samples: SoakSample[] = [];
@@ -137,20 +138,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all(background);
     say(`writes done: ${state.committed.size} committed, ${state.rolledBack.size} rolled back, ${state.ambiguous} ambiguous commits resolved`);
 
-    // Everything not behind a poison event is applied; the poison is dead-lettered; then the fix and the replay.
+    // Everything not behind a poison event is applied, everything behind one dead-lettered; then the fix and the replay.
     const parked = [...state.committed.values()].filter((e) => behindPoison(state, e)).length;
     await drain(pool, state.committed.size - parked, say);
-    if (!(await waitPoisonSettled(pool, run, state, 60_000))) say('not every poison event was dead-lettered within 60 s');
+    if (!(await waitParkedSettled(pool, run, state, 120_000))) say('not every event behind a poison event was dead-lettered within 120 s');
     for (let i = 0; i < 3; i++) {
       const outcome = await fixAndReplay(pool, state, { ...replayContext, olderThanMs: 0, followMs: 30_000 });
       replays.push(outcome);
+      endReplays++;
       say(`fixed ${outcome.fixed} poison events; dlq:replay re-published ${outcome.replayed}${outcome.stillParked.length ? `, still parked: ${outcome.stillParked.join(', ')}` : ''}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
       if ((await parkedState(pool, run, [])).parkedRows === 0) break;
     }
     await drain(pool, state.committed.size, say);
     await sleep(2_000); // a late duplicate would show up in the checks below
     const soak = profile.soak ? { minutes: profile.minutes, samples, verdicts: soakVerdicts(samples) } : undefined;
-    return await buildReport(options, pool, config, topic, state, { faults, restarts, t0, replays, consumer: run, soak });
+    const firstEndReplay = replays[replays.length - endReplays];
+    return await buildReport(options, pool, config, topic, state, { faults, restarts, t0, replays, firstEndReplay, consumer: run, soak });
   } finally {
     stopBackground.abort();
     await supervisor?.stop();
@@ -319,7 +322,15 @@ async function buildReport(
   config: OutboxConfig,
   topic: string,
   state: WriteState,
-  { faults, restarts, t0, replays, consumer, soak }: { faults: FaultRecord[]; restarts: string[]; t0: number; replays: ReplayOutcome[]; consumer: string; soak?: SoakReport },
+  {
+    faults,
+    restarts,
+    t0,
+    replays,
+    firstEndReplay,
+    consumer,
+    soak,
+  }: { faults: FaultRecord[]; restarts: string[]; t0: number; replays: ReplayOutcome[]; firstEndReplay?: ReplayOutcome; consumer: string; soak?: SoakReport },
 ): Promise<ChaosReport> {
   const checks = await verify(pool, state);
   const topicScan = await scanTopic(config, topic, state);
@@ -333,6 +344,7 @@ async function buildReport(
     eventsBehindPoison: committed.filter((e) => behindPoison(state, e)).length,
     replays: replays.length,
     replayed: replays.reduce((n, r) => n + r.replayed, 0),
+    stillParkedAfterFirstReplay: firstEndReplay?.stillParked ?? [],
     stillParked: replays.at(-1)?.stillParked ?? [],
     parkedRowsAtEnd: (await parkedState(pool, consumer, [])).parkedRows,
   };

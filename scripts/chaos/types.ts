@@ -57,6 +57,8 @@ export interface HandlerFailureReport {
   /** dlq:replay runs, events they re-published, keys still parked after the last one. */
   replays: number;
   replayed: number;
+  /** Keys the first replay at the end left parked (a second and third run follow), and those the last one left. */
+  stillParkedAfterFirstReplay: string[];
   stillParked: string[];
   /** Parked rows of the run's consumer after the end (must be 0). */
   parkedRowsAtEnd: number;
