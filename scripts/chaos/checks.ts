@@ -9,25 +9,41 @@ import { behindPoison, type WriteState } from './writers';
 
 /** Events committed this long before a fault and not handled yet were caught by it: recovery waits for them too. */
 export const RECOVERY_WINDOW_BEFORE_MS = 3_000;
+/** After the fault, the first event of this many distinct aggregates must be handled: every partition flows again. */
+export const RECOVERY_AGGREGATES_AFTER = 20;
+
+/** The first committed event after `since` of each of the first `count` distinct aggregates (not behind a poison event). Pure. */
+export function firstAfter(state: WriteState, since: number, count: number): string[] {
+  const after = [...state.committed.entries()].filter(([, e]) => e.at > since && !behindPoison(state, e)).sort(([, a], [, b]) => a.at - b.at);
+  const seen = new Set<string>();
+  const ids: string[] = [];
+  for (const [id, e] of after) {
+    if (seen.has(e.aggregate)) continue;
+    seen.add(e.aggregate);
+    ids.push(id);
+    if (ids.length >= count) break;
+  }
+  return ids;
+}
 
 /**
  * Recovery from a fault injected at `since`: until every event committed in the 3 s before it (those
- * in flight when it hit, on every partition and in every part of the pipeline) and one committed after
- * it have been handled. With two routers, events on the survivor's partitions flow on; those of the
- * killed one's wait for the rebalance, and this waits for them. Events of parked keys (behind a poison
- * event) are left out: they wait for the DLQ replay.
+ * in flight when it hit) and the first event after it of 20 distinct aggregates are handled. With two
+ * routers, the survivor's partitions flow on while the killed one's wait for the rebalance: 20
+ * aggregates cover every partition, so this waits for them even at a low rate, when nothing was in
+ * flight at the kill. Events of parked keys (behind a poison event) are left out: they wait for the DLQ
+ * replay.
  */
 export async function measureRecovery(pool: Pool, state: WriteState, since: number, timeoutMs: number): Promise<number | null> {
   const deadline = since + timeoutMs;
   const inFlight = [...state.committed.entries()].filter(([, e]) => e.at > since - RECOVERY_WINDOW_BEFORE_MS && e.at <= since && !behindPoison(state, e)).map(([id]) => id);
   while (Date.now() < deadline) {
-    const after = [...state.committed.entries()].filter(([, e]) => e.at > since && !behindPoison(state, e)).map(([id]) => id);
-    if (after.length > 0 || state.done) {
+    const after = firstAfter(state, since, RECOVERY_AGGREGATES_AFTER);
+    if (after.length >= RECOVERY_AGGREGATES_AFTER || state.done) {
       try {
-        const [before, next] = await Promise.all([handledTimes(pool, inFlight), handledTimes(pool, after.slice(0, 5_000))]);
-        const beforeDone = before.count === inFlight.length;
-        if (beforeDone && (next.first !== null || (after.length === 0 && state.done))) {
-          return Math.max(0, Math.round(Math.max(before.last ?? 0, next.first ?? 0) - since));
+        const [before, next] = await Promise.all([handledTimes(pool, inFlight), handledTimes(pool, after)]);
+        if (before.count === inFlight.length && next.count === after.length) {
+          return Math.max(0, Math.round(Math.max(before.last ?? 0, next.last ?? 0) - since));
         }
       } catch {
         // the database is restarting

@@ -2,6 +2,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { firstAfter } from '../../../scripts/chaos/checks';
 import { crashRecoveryFrom, faultPlan, FAULT_KINDS } from '../../../scripts/chaos/faults';
 import { HANDLERS_JS } from '../../../scripts/chaos/handlers';
 import { PROFILES, profileFor, soakVerdicts } from '../../../scripts/chaos/run-chaos';
@@ -47,6 +48,22 @@ describe('chaos transactions (planTransaction)', () => {
     const event = (aggregate: string, seq: number) => ({ at: 0, began: 0, aggregate, seq, fail: undefined });
     expect([4, 5, 6].map((seq) => behindPoison(state, event('agg-0010', seq)))).toEqual([false, true, true]);
     expect(behindPoison(state, event('agg-0011', 9))).toBe(false);
+  });
+});
+
+describe('recovery: the first events after a fault', () => {
+  it('takes the first event after the fault of each distinct aggregate, in commit order, leaving out parked keys', () => {
+    const state = newWriteState();
+    const add = (id: string, at: number, aggregate: string, seq: number) => state.committed.set(id, { at, began: at, aggregate, seq, fail: undefined });
+    add('e0', 5, 'a', 1);
+    add('e1', 12, 'a', 2);
+    add('e2', 11, 'b', 1);
+    add('e3', 13, 'a', 3);
+    add('e4', 14, 'c', 1);
+    add('e5', 15, 'd', 4);
+    state.parkedFrom.set('d', 2);
+    expect(firstAfter(state, 10, 20)).toEqual(['e2', 'e1', 'e4']);
+    expect(firstAfter(state, 10, 2)).toEqual(['e2', 'e1']);
   });
 });
 
