@@ -3,30 +3,67 @@ import type { OutboxConfig } from 'outbox-router/config';
 import { createKafka } from 'outbox-router/kafka';
 import { sleep } from 'outbox-router/retry';
 import { percentiles, round } from '../bench/stats';
-import type { WriteState } from './writers';
+import { behindPoison, type WriteState } from './writers';
 
 /** What the chaos run checks afterwards, from the database and the topic, and how it times recovery. */
 
+/** Events committed this long before a fault and not handled yet were caught by it: recovery waits for them too. */
+export const RECOVERY_WINDOW_BEFORE_MS = 3_000;
+/** After the fault, the first event of this many distinct aggregates must be handled: every partition flows again. */
+export const RECOVERY_AGGREGATES_AFTER = 20;
+
+/** The first committed event after `since` of each of the first `count` distinct aggregates (not behind a poison event). Pure. */
+export function firstAfter(state: WriteState, since: number, count: number): string[] {
+  const after = [...state.committed.entries()].filter(([, e]) => e.at > since && !behindPoison(state, e)).sort(([, a], [, b]) => a.at - b.at);
+  const seen = new Set<string>();
+  const ids: string[] = [];
+  for (const [id, e] of after) {
+    if (seen.has(e.aggregate)) continue;
+    seen.add(e.aggregate);
+    ids.push(id);
+    if (ids.length >= count) break;
+  }
+  return ids;
+}
+
+/**
+ * Recovery from a fault injected at `since`: until every event committed in the 3 s before it (those
+ * in flight when it hit) and the first event after it of 20 distinct aggregates are handled. With two
+ * routers, the survivor's partitions flow on while the killed one's wait for the rebalance: 20
+ * aggregates cover every partition, so this waits for them even at a low rate, when nothing was in
+ * flight at the kill. Events of parked keys (behind a poison event) are left out: they wait for the DLQ
+ * replay.
+ */
 export async function measureRecovery(pool: Pool, state: WriteState, since: number, timeoutMs: number): Promise<number | null> {
   const deadline = since + timeoutMs;
+  const inFlight = [...state.committed.entries()].filter(([, e]) => e.at > since - RECOVERY_WINDOW_BEFORE_MS && e.at <= since && !behindPoison(state, e)).map(([id]) => id);
   while (Date.now() < deadline) {
-    const after = [...state.committed.entries()].filter(([, at]) => at > since).map(([id]) => id);
-    if (after.length > 0) {
+    const after = firstAfter(state, since, RECOVERY_AGGREGATES_AFTER);
+    if (after.length >= RECOVERY_AGGREGATES_AFTER || state.done) {
       try {
-        const { rows } = await pool.query<{ at: string }>(
-          'SELECT (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects WHERE event_id = ANY($1::uuid[])',
-          [after.slice(0, 5_000)],
-        );
-        if (rows[0]?.at) return Math.max(0, Math.round(Number(rows[0].at) - since));
+        const [before, next] = await Promise.all([handledTimes(pool, inFlight), handledTimes(pool, after)]);
+        if (before.count === inFlight.length && next.count === after.length) {
+          return Math.max(0, Math.round(Math.max(before.last ?? 0, next.last ?? 0) - since));
+        }
       } catch {
         // the database is restarting
       }
-    } else if (state.done) {
-      return 0; // nothing was committed after the fault: nothing to recover
     }
     await sleep(250);
   }
   return null;
+}
+
+/** How many of `ids` were handled, the first and the last handled time (ms). */
+async function handledTimes(pool: Pool, ids: readonly string[]): Promise<{ count: number; first: number | null; last: number | null }> {
+  if (ids.length === 0) return { count: 0, first: null, last: null };
+  const { rows } = await pool.query<{ n: number; first: number | null; last: number | null }>(
+    `SELECT count(DISTINCT event_id)::int AS n, (extract(epoch FROM min(handled_at)) * 1000)::float8 AS first, (extract(epoch FROM max(handled_at)) * 1000)::float8 AS last
+       FROM chaos_effects WHERE event_id = ANY($1::uuid[])`,
+    [ids],
+  );
+  const r = rows[0];
+  return { count: r?.n ?? 0, first: r?.first == null ? null : Number(r.first), last: r?.last == null ? null : Number(r.last) };
 }
 
 export async function countHandled(pool: Pool): Promise<number> {
@@ -54,14 +91,22 @@ export async function verify(pool: Pool, state: WriteState): Promise<{ lost: num
   return { lost, phantom, doubleApplied, orderViolations };
 }
 
-/** Reads the whole topic: records, distinct ids, anything of a rolled-back or failed transaction, anything missing. */
-export async function scanTopic(config: OutboxConfig, topic: string, state: WriteState): Promise<{ records: number; distinct: number; phantomOnTopic: number; missingOnTopic: number }> {
+/**
+ * Reads the whole topic: records, distinct ids, anything of a rolled-back or failed transaction, anything
+ * missing. Records dlq:replay re-published (x-replayed-at) are counted apart: they are not duplicates.
+ */
+export async function scanTopic(
+  config: OutboxConfig,
+  topic: string,
+  state: WriteState,
+): Promise<{ records: number; distinct: number; duplicates: number; replayed: number; phantomOnTopic: number; missingOnTopic: number }> {
   const kafka = createKafka(config, { role: 'chaos-scan' });
   const admin = kafka.admin();
   await admin.connect();
   const ends = new Map((await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, BigInt(o.high)]));
   await admin.disconnect();
   const ids: string[] = [];
+  let replayed = 0;
   const remaining = new Set([...ends.entries()].filter(([, high]) => high > 0n).map(([p]) => p));
   // read_committed, as the router reads: records of an aborted Connect transaction (--exactly-once) are not
   // delivered, so they are not counted as duplicates. Under EOS the log ends with a commit marker, which no
@@ -83,16 +128,21 @@ export async function scanTopic(config: OutboxConfig, topic: string, state: Writ
     void consumer
       .run({
         eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) ids.push(String(m.headers?.id ?? ''));
+          for (const m of batch.messages) {
+            if (m.headers?.['x-replayed-at'] !== undefined) replayed++;
+            else ids.push(String(m.headers?.id ?? ''));
+          }
         },
       })
       .catch(reject);
   });
   await consumer.disconnect();
   const distinct = new Set(ids);
+  const duplicates = ids.length - distinct.size;
+  // A replayed event is on the topic as it was first published, too: it adds no id of its own.
   const phantomOnTopic = [...distinct].filter((id) => state.rolledBack.has(id) || state.failed.has(id) || !state.committed.has(id)).length;
   const missingOnTopic = [...state.committed.keys()].filter((id) => !distinct.has(id)).length;
-  return { records: ids.length, distinct: distinct.size, phantomOnTopic, missingOnTopic };
+  return { records: ids.length + replayed, distinct: distinct.size, duplicates, replayed, phantomOnTopic, missingOnTopic };
 }
 
 /** Slot lag once the connector has caught up (the heartbeat confirms an idle slot every 10 s). */
@@ -115,8 +165,11 @@ export async function commitToHandled(pool: Pool, state: WriteState): Promise<Re
   const { rows } = await pool.query<{ event_id: string; at: number }>(
     'SELECT event_id, (extract(epoch FROM min(handled_at)) * 1000)::float8 AS at FROM chaos_effects GROUP BY event_id',
   );
-  const latencies = rows.filter((r) => state.committed.has(r.event_id)).map((r) => Math.max(0, Number(r.at) - (state.committed.get(r.event_id) as number)));
+  const latencies = rows.flatMap((r) => {
+    const e = state.committed.get(r.event_id);
+    // Events behind a poison event waited for the replay on purpose: not the pipeline's latency.
+    return e && !behindPoison(state, e) ? [Math.max(0, Number(r.at) - e.at)] : [];
+  });
   return Object.fromEntries(Object.entries(percentiles(latencies, [50, 99])).map(([k, v]) => [k, round(v, 1)]));
 }
 
-/** The process supervisor's part: start what was stopped (a few tries: a killed JVM may hold its port a moment). */

@@ -14,40 +14,60 @@ import { provision } from 'outbox-router/provision';
 import { sleep } from 'outbox-router/retry';
 import { createConnectorSupervisor, type ConnectorSupervisor } from 'outbox-router/watchdog';
 import { round } from '../bench/stats';
-import { createStack, type Stack } from '../stack/stack';
+import { describeTables, growthVerdicts, RSS_SLACK_MB, rssMb, sampleTables, TABLE_SLACK, type GrowthVerdict } from '../soak/sampling';
+import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
-import { commitToHandled, countHandled, measureRecovery, scanTopic, settledSlotLag, verify } from './checks';
-import { newWriteState, writeEvents, type WriteState } from './writers';
-import type { ChaosOptions, ChaosProfile, ChaosReport, FaultKind, FaultRecord, Pipeline } from './types';
+import { commitToHandled, countHandled, scanTopic, settledSlotLag, verify } from './checks';
+import { injectFaults, routerName, type Parts } from './faults';
+import { fixAndReplay, HANDLERS_JS, parkedState, ROUTER_FAILURE_SETTINGS, waitParkedSettled, type ReplayOutcome } from './handlers';
+import { aggregateIds, behindPoison, commitOrderInversions, newWriteState, writeEvents, type WriteState } from './writers';
+import type { ChaosOptions, ChaosProfile, ChaosReport, FaultRecord, HandlerFailureReport, Pipeline, ProfileName, SoakReport, SoakSample } from './types';
 
-export const PROFILES: Record<'full' | 'ci', ChaosProfile> = {
-  full: { events: 20_000, aggregates: 200, writers: 4, rate: 250, rollbackShare: 0.1 },
-  ci: { events: 6_000, aggregates: 200, writers: 4, rate: 200, rollbackShare: 0.1 },
+export { faultPlan } from './faults';
+
+/** What every profile shares: two routers in one group with 4 lanes, shared and hot aggregates, failing handlers. */
+const SHARED = {
+  aggregates: 200,
+  hotAggregates: 4,
+  hotShare: 0.3,
+  rollbackShare: 0.1,
+  maxDelayMs: 20,
+  routers: 2,
+  lanes: 4,
+  partitions: 4,
+  flakyShare: 0.02,
+} as const;
+
+export const PROFILES: Record<ProfileName, ChaosProfile> = {
+  full: { ...SHARED, events: 20_000, writers: 8, rate: 250, poisonEvery: 2_500, replayEverySeconds: 0, minutes: 0, soak: false },
+  ci: { ...SHARED, events: 6_000, writers: 8, rate: 200, poisonEvery: 1_500, replayEverySeconds: 0, minutes: 0, soak: false },
+  // A steady moderate rate for `minutes` (events follows from it), faults spaced out over the run, the
+  // poison fixed and replayed every 2 minutes, and short retention windows, so nothing may grow.
+  soak: { ...SHARED, events: 0, writers: 4, rate: 50, poisonEvery: 3_000, replayEverySeconds: 120, minutes: 30, soak: true },
 };
 
-/** The issue's plan: Connect (or the relay) killed twice, Kafka and PostgreSQL restarted once, the router killed three times. */
-export function faultPlan(pipeline: Pipeline): Array<{ at: number; kind: FaultKind }> {
-  const killCdc: FaultKind = pipeline === 'cdc' ? 'kill-connect' : 'kill-relay';
-  return [
-    { at: 0.1, kind: 'kill-router' },
-    { at: 0.2, kind: killCdc },
-    { at: 0.35, kind: 'restart-kafka' },
-    { at: 0.5, kind: 'kill-router' },
-    { at: 0.6, kind: 'restart-postgres' },
-    { at: 0.75, kind: killCdc },
-    { at: 0.85, kind: 'kill-router' },
-  ];
+/** The soak profile's events for `minutes`, or the profile as it is. */
+export function profileFor(name: ProfileName, overrides: { events?: number; minutes?: number } = {}): ChaosProfile {
+  const base = PROFILES[name];
+  const minutes = overrides.minutes ?? base.minutes;
+  const events = overrides.events ?? (base.soak ? Math.round(base.rate * 60 * minutes) : base.events);
+  return { ...base, minutes, events };
 }
 
-const HANDLERS_JS = `module.exports = { order: { OrderCreated: async (event, { tx }) => {
-  await tx.query('INSERT INTO chaos_effects (event_id, aggregate_id, seq) VALUES ($1, $2, $3)', [event.id, event.aggregateId, Number(event.headers.seq)]);
-} } };\n`;
+/** Retention windows of the soak profile: months compressed into minutes, as the data-lifecycle run does. */
+const SOAK_SETTINGS = {
+  router: { inboxRetentionMs: 120_000, allowShortInboxRetention: true, inboxPruneIntervalMs: 15_000 },
+  relay: { retentionMs: 60_000, cleanupIntervalMs: 15_000 },
+  cleanupIntervalMs: 15_000,
+};
 
 /**
- * One chaos run: concurrent writers (some transactions rolled back on purpose) push events through
- * CDC (Debezium) or the polling relay to a router process, while faults are injected on the real
- * stack. Afterwards the database and the topic are checked: every committed event applied exactly
- * once, nothing from a rolled-back transaction anywhere, per-aggregate order intact at the handler.
+ * One chaos run: concurrent writers on shared aggregates (some transactions rolled back on purpose,
+ * start order unlike commit order) push events through CDC (Debezium) or the polling relay to two
+ * router processes in one group, while faults are injected on the real stack; some handlers fail (a few
+ * until the run fixes them and replays the DLQ). Afterwards the database and the topic are checked:
+ * every committed event applied exactly once, nothing from a rolled-back transaction anywhere,
+ * per-aggregate commit order intact at the handler, nothing left parked.
  */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const { pipeline, profile, log } = options;
@@ -72,7 +92,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const config = loadConfig({ overrides });
   const dir = mkdtempSync(join(tmpdir(), `${run}-`));
   const configFile = join(dir, 'config.json');
-  writeFileSync(configFile, JSON.stringify({ database: { database: run }, connector: overrides.connector, relay: {} }));
+  const router = { consumer: run, lanes: profile.lanes, ...ROUTER_FAILURE_SETTINGS, ...(profile.soak ? SOAK_SETTINGS.router : {}) };
+  writeFileSync(configFile, JSON.stringify({ database: { database: run }, connector: overrides.connector, relay: profile.soak ? SOAK_SETTINGS.relay : {}, router }));
   const handlersFile = join(dir, 'handlers.js');
   writeFileSync(handlersFile, HANDLERS_JS);
   const topic = topicForReplacement(topicReplacement)('order');
@@ -82,32 +103,65 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   mkdirSync(logDir, { recursive: true });
   const children = new Set<ChildProcess>();
   let pool: Pool | undefined;
+  const stopBackground = new AbortController();
   try {
     await provision(config);
-    pool = createPool(config.database, { max: profile.writers + 4, application_name: 'outbox-chaos' });
+    pool = createPool(config.database, { max: profile.writers + 6, application_name: 'outbox-chaos' });
     pool.on('error', () => {});
-    await prepareTablesAndTopic(pool, config, topic, log);
+    await prepareTablesAndTopic(pool, config, profile, topic, log);
     if (pipeline === 'cdc') supervisor = await deployAndSupervise(config, log, say, restarts);
 
-    const spawnPart = (part: 'router' | 'relay') => spawnCliPart(part, { run, configFile, handlersFile, logDir, config, children });
-    const parts = { router: spawnPart('router'), relay: pipeline === 'relay' ? spawnPart('relay') : undefined };
+    const spawn = { run, configFile, handlersFile, logDir, config, children };
+    const parts: Parts = {
+      routers: Array.from({ length: profile.routers }, (_, i) => spawnCliPart(routerName(i), spawn, ['--lanes', String(profile.lanes)])),
+      relay: pipeline === 'relay' ? spawnCliPart('relay', spawn) : undefined,
+    };
+    const cleanup = profile.soak && pipeline === 'cdc' ? keepRunning(() => spawnCliPart('cleanup', spawn), children, stopBackground.signal) : undefined;
 
     const codec = createCodec({ registry: config.registry, topicFor: topicForReplacement(topicReplacement) });
     const writer = createOutboxWriter({ outbox: config.outbox, codec });
-    const state = newWriteState(profile);
+    const state = newWriteState();
+    const writeStart = Date.now();
     const writing = writeEvents(pool, writer, profile, state);
     writing.catch(() => {});
+    const replayContext = { configFile, consumer: run, env: stackEnvFor(config) };
+    const replays: ReplayOutcome[] = [];
+    let endReplays = 0;
+    const background: Array<Promise<unknown>> = [];
+    if (profile.replayEverySeconds > 0) background.push(replayEvery(pool, state, replayContext, profile.replayEverySeconds, replays, say, stopBackground.signal));
+    const samples: SoakSample[] = [];
+    if (profile.soak) {
+      const processes = () => ({ ...Object.fromEntries(parts.routers.map((p, i) => [routerName(i), p.pid])), ...(parts.relay ? { relay: parts.relay.pid } : {}), ...(cleanup ? { cleanup: cleanup.current()?.pid } : {}) });
+      background.push(sampleEachMinute(pool, config.connector.slotName, state, processes, samples, say, stopBackground.signal));
+    }
 
-    const faults = await injectFaults(options, pool, state, { stack, log, say, parts, spawnPart });
-    while (state.attempted < profile.events) await sleep(100);
+    const faults = await injectFaults(options, pool, state, { stack, log, say, parts, spawnRouter: (i) => spawnCliPart(routerName(i), spawn, ['--lanes', String(profile.lanes)]), spawnRelay: () => spawnCliPart('relay', spawn) });
+    const writeUntil = writeStart + profile.minutes * 60_000;
+    while (state.attempted < profile.events || Date.now() < writeUntil) await sleep(100);
     state.stopWriting = true;
     await writing;
+    stopBackground.abort();
+    await Promise.all(background);
     say(`writes done: ${state.committed.size} committed, ${state.rolledBack.size} rolled back, ${state.ambiguous} ambiguous commits resolved`);
 
-    await drain(pool, state, say);
+    // Everything not behind a poison event is applied, everything behind one dead-lettered; then the fix and the replay.
+    const parked = [...state.committed.values()].filter((e) => behindPoison(state, e)).length;
+    await drain(pool, state.committed.size - parked, say);
+    if (!(await waitParkedSettled(pool, run, state, 120_000))) say('not every event behind a poison event was dead-lettered within 120 s');
+    for (let i = 0; i < 3; i++) {
+      const outcome = await fixAndReplay(pool, state, { ...replayContext, olderThanMs: 0, followMs: 30_000 });
+      replays.push(outcome);
+      endReplays++;
+      say(`fixed ${outcome.fixed} poison events; dlq:replay re-published ${outcome.replayed}${outcome.stillParked.length ? `, still parked: ${outcome.stillParked.join(', ')}` : ''}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
+      if ((await parkedState(pool, run, [])).parkedRows === 0) break;
+    }
+    await drain(pool, state.committed.size, say);
     await sleep(2_000); // a late duplicate would show up in the checks below
-    return await buildReport(options, pool, config, topic, state, { faults, restarts, t0 });
+    const soak = profile.soak ? { minutes: profile.minutes, samples, verdicts: soakVerdicts(samples) } : undefined;
+    const firstEndReplay = replays[replays.length - endReplays];
+    return await buildReport(options, pool, config, topic, state, { faults, restarts, t0, replays, firstEndReplay, consumer: run, soak });
   } finally {
+    stopBackground.abort();
     await supervisor?.stop();
     for (const child of children) child.kill('SIGKILL');
     await pool?.end().catch(() => {});
@@ -116,14 +170,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
 }
 
-/** The tables the handler and the writers use, the schemas, and the routed topic (3 partitions). */
-async function prepareTablesAndTopic(pool: Pool, config: OutboxConfig, topic: string, log: Logger): Promise<void> {
-  await pool.query('CREATE TABLE chaos_business (aggregate_id text NOT NULL, seq int NOT NULL)');
+/** The tables the handler and the writers use (one business row per aggregate: its lock and its commit-order counter), the schemas, and the routed topic. */
+async function prepareTablesAndTopic(pool: Pool, config: OutboxConfig, profile: ChaosProfile, topic: string, log: Logger): Promise<void> {
+  await pool.query('CREATE TABLE chaos_business (aggregate_id text PRIMARY KEY, seq int NOT NULL DEFAULT 0)');
+  await pool.query('INSERT INTO chaos_business (aggregate_id) SELECT unnest($1::text[])', [aggregateIds(profile)]);
+  await pool.query('CREATE TABLE chaos_work (n bigserial PRIMARY KEY, writer int NOT NULL, aggregate_id text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())');
   await pool.query('CREATE TABLE chaos_effects (n bigserial PRIMARY KEY, event_id uuid NOT NULL, aggregate_id text NOT NULL, seq int NOT NULL, handled_at timestamptz NOT NULL DEFAULT clock_timestamp())');
+  await pool.query('CREATE TABLE chaos_fixed (event_id uuid PRIMARY KEY)');
   await registerSchemas(config, { log });
   const admin = createKafka(config, { role: 'chaos' }).admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+  await admin.createTopics({ topics: [{ topic, numPartitions: profile.partitions }], waitForLeaders: true });
   await admin.disconnect();
 }
 
@@ -151,12 +208,15 @@ interface PartSpawn {
   children: Set<ChildProcess>;
 }
 
-/** The router or the relay as a CLI process, tracked in `children` until it exits. */
-function spawnCliPart(part: 'router' | 'relay', { run, configFile, handlersFile, logDir, config, children }: PartSpawn): ChildProcess {
-  const args =
-    part === 'router'
-      ? ['router', '-c', configFile, '--handlers', handlersFile, '--consumer', run, '--topics', `^${run}\\.outbox\\.event\\.`, '--metrics-port', '0']
-      : ['relay', '-c', configFile, '--workers', '4', '--metrics-port', '0'];
+type PartName = ReturnType<typeof routerName> | 'relay' | 'cleanup';
+
+/** A router (router-a, router-b, …), the relay or the CDC outbox cleanup as a CLI process, tracked in `children` until it exits. */
+function spawnCliPart(part: PartName, { run, configFile, handlersFile, logDir, config, children }: PartSpawn, extra: string[] = []): ChildProcess {
+  const args = part.startsWith('router')
+    ? ['router', '-c', configFile, '--handlers', handlersFile, '--consumer', run, '--topics', `^${run}\\.outbox\\.event\\.`, '--metrics-port', '0', ...extra]
+    : part === 'relay'
+      ? ['relay', '-c', configFile, '--workers', '4', '--metrics-port', '0', ...extra]
+      : ['outbox:cleanup', '-c', configFile, '--interval-ms', String(SOAK_SETTINGS.cleanupIntervalMs), ...extra];
   // Its log goes next to the report, so a failed run can be explained.
   const logFd = openSync(join(logDir, `${run}-${part}.log`), 'a');
   const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-format', 'json', '--log-level', 'warn', ...args], {
@@ -169,71 +229,95 @@ function spawnCliPart(part: 'router' | 'relay', { run, configFile, handlersFile,
   return child;
 }
 
-interface FaultContext {
-  stack: Stack;
-  log: Logger;
-  say: (line: string) => void;
-  /** The running router (and relay); a killed one is replaced here. */
-  parts: { router: ChildProcess; relay: ChildProcess | undefined };
-  spawnPart: (part: 'router' | 'relay') => ChildProcess;
+/** A process started again whenever it exits (a supervisor's part), until `signal` aborts. */
+function keepRunning(start: () => ChildProcess, children: Set<ChildProcess>, signal: AbortSignal): { current(): ChildProcess | undefined } {
+  let current: ChildProcess | undefined;
+  const launch = () => {
+    if (signal.aborted) return;
+    current = start();
+    current.once('exit', () => void sleep(2_000).then(launch));
+  };
+  launch();
+  signal.addEventListener('abort', () => {
+    for (const child of children) if (child === current) child.kill('SIGTERM');
+  });
+  return { current: () => current };
 }
 
-/** Faults, in order, each at its share of the events; recovery is measured in the background. */
-async function injectFaults(options: ChaosOptions, pool: Pool, state: WriteState, ctx: FaultContext): Promise<FaultRecord[]> {
-  const { pipeline, profile } = options;
-  const faults: FaultRecord[] = [];
-  for (const { at, kind } of faultPlan(pipeline).filter((f) => !options.only || options.only.includes(f.kind))) {
-    while (state.attempted < profile.events * at && !state.done) await sleep(100);
-    const record: FaultRecord = { kind, atCommitted: state.committed.size, recoveryMs: null, notes: [] };
-    faults.push(record);
-    ctx.say(`fault: ${kind} at ${state.committed.size} committed`);
-    const injectedAt = await injectFault(kind, record, ctx);
-    // The next fault waits for recovery from this one, so each recovery time is its own.
-    record.recoveryMs = await measureRecovery(pool, state, injectedAt, 180_000);
-    ctx.say(`recovered from ${kind} in ${record.recoveryMs === null ? 'NOT WITHIN 180 s' : `${(record.recoveryMs / 1000).toFixed(1)} s`}`);
+/** The soak profile's fixer: every `seconds`, the poison older than a minute is fixed and dlq:replay runs. */
+async function replayEvery(
+  pool: Pool,
+  state: WriteState,
+  context: { configFile: string; consumer: string; env: Record<string, string> },
+  seconds: number,
+  replays: ReplayOutcome[],
+  say: (line: string) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  while (!signal.aborted) {
+    await sleepUnlessAborted(seconds * 1000, signal);
+    if (signal.aborted) return;
+    const outcome = await fixAndReplay(pool, state, { ...context, olderThanMs: 60_000, followMs: 10_000 }).catch((e: Error) => ({ fixed: 0, replayed: 0, stillParked: [], error: e.message }));
+    replays.push(outcome);
+    say(`fixed ${outcome.fixed} poison events so far; dlq:replay re-published ${outcome.replayed}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
   }
-  return faults;
 }
 
-/** Injects one fault; returns when it took effect. */
-async function injectFault(kind: FaultKind, record: FaultRecord, { stack, log, parts, spawnPart }: FaultContext): Promise<number> {
-  // From the moment the fault took effect (a graceful stop takes a while; events committed before it
-  // is down are not a recovery).
-  let injectedAt = Date.now();
-  if (kind === 'kill-router') {
-    parts.router.kill('SIGKILL');
-    await waitExit(parts.router);
-    parts.router = spawnPart('router');
-  } else if (kind === 'kill-relay') {
-    parts.relay?.kill('SIGKILL');
-    if (parts.relay) await waitExit(parts.relay);
-    parts.relay = spawnPart('relay');
-  } else if (kind === 'kill-connect') {
-    record.notes.push(`connect: ${await stack.stopService('connect', { kill: true })}`);
-    injectedAt = Date.now();
-    await restartStack(stack, log);
-  } else if (kind === 'restart-kafka') {
-    record.notes.push(`kafka: ${await stack.stopService('kafka')}`);
-    injectedAt = Date.now();
-    await sleep(2_000);
-    await restartStack(stack, log);
-  } else if (kind === 'restart-postgres') {
-    record.notes.push(`postgres: ${await stack.stopService('postgres')}`);
-    injectedAt = Date.now();
-    await sleep(2_000);
-    await restartStack(stack, log);
+/** The soak profile's sampler: each minute, table sizes, slot lag and the RSS of every Node process of the pipeline. */
+async function sampleEachMinute(
+  pool: Pool,
+  slot: string,
+  state: WriteState,
+  processes: () => Record<string, number | undefined>,
+  samples: SoakSample[],
+  say: (line: string) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const start = Date.now();
+  for (let minute = 1; !signal.aborted; minute++) {
+    await sleepUnlessAborted(start + minute * 60_000 - Date.now(), signal);
+    if (signal.aborted) return;
+    try {
+      const tables = await sampleTables(pool, slot);
+      const rss = Object.fromEntries(Object.entries(processes()).map(([name, pid]) => [name, rssMb(pid)]));
+      const sample: SoakSample = { minute, ...tables, committed: state.committed.size, handled: await countHandled(pool), rssMb: rss };
+      samples.push(sample);
+      say(`min ${String(minute).padStart(3)}: ${describeTables(sample)}, RSS ${Object.entries(rss).map(([n, mb]) => `${n} ${mb} MB`).join(', ')}, committed ${sample.committed}, handled ${sample.handled}`);
+    } catch (error) {
+      say(`min ${minute}: no sample (${(error as Error).message})`); // a fault may have the database down
+    }
   }
-  return injectedAt;
 }
 
-/** Drain: every committed event handled (or give up after 5 minutes and report what is missing). */
-async function drain(pool: Pool, state: WriteState, say: (line: string) => void): Promise<void> {
-  const deadline = Date.now() + 300_000;
-  let handled = 0;
+/** Growth verdicts of the soak: the tables and slot lag, and each process's RSS. */
+export function soakVerdicts(samples: readonly SoakSample[]): GrowthVerdict[] {
+  const names = [...new Set(samples.flatMap((s) => Object.keys(s.rssMb)))];
+  const flat = samples.map((s) => ({ ...s, ...Object.fromEntries(names.map((n) => [`rssMb.${n}`, s.rssMb[n] ?? 0])) }) as unknown as Record<string, number>);
+  return growthVerdicts(flat, [...TABLE_SLACK, ...names.map((n) => [`rssMb.${n}`, RSS_SLACK_MB] as const)]);
+}
+
+async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done);
+  });
+}
+
+/** Drain: until `target` events are handled, or nothing moved for `stallMs` (give up and report what is missing). */
+async function drain(pool: Pool, target: number, say: (line: string) => void, stallMs = 60_000): Promise<void> {
+  let last = -1;
+  let movedAt = Date.now();
   for (;;) {
-    handled = await countHandled(pool);
-    if (handled >= state.committed.size || Date.now() > deadline) break;
-    say(`draining: ${handled}/${state.committed.size} handled`);
+    const handled = await countHandled(pool);
+    if (handled !== last) [last, movedAt] = [handled, Date.now()];
+    if (handled >= target || Date.now() - movedAt > stallMs) break;
+    say(`draining: ${handled}/${target} handled`);
     await sleep(1_000);
   }
 }
@@ -244,12 +328,32 @@ async function buildReport(
   config: OutboxConfig,
   topic: string,
   state: WriteState,
-  { faults, restarts, t0 }: { faults: FaultRecord[]; restarts: string[]; t0: number },
+  {
+    faults,
+    restarts,
+    t0,
+    replays,
+    firstEndReplay,
+    consumer,
+    soak,
+  }: { faults: FaultRecord[]; restarts: string[]; t0: number; replays: ReplayOutcome[]; firstEndReplay?: ReplayOutcome; consumer: string; soak?: SoakReport },
 ): Promise<ChaosReport> {
   const checks = await verify(pool, state);
   const topicScan = await scanTopic(config, topic, state);
   const slotLagBytes = pipeline === 'cdc' ? await settledSlotLag(pool, config.connector.slotName) : null;
   const latencies = await commitToHandled(pool, state);
+  const committed = [...state.committed.values()];
+  const handlerFailures: HandlerFailureReport = {
+    flakyEvents: committed.filter((e) => e.fail === 'flaky').length,
+    poisonEvents: committed.filter((e) => e.fail === 'poison').length,
+    parkedAggregates: state.parkedFrom.size,
+    eventsBehindPoison: committed.filter((e) => behindPoison(state, e)).length,
+    replays: replays.length,
+    replayed: replays.reduce((n, r) => n + r.replayed, 0),
+    stillParkedAfterFirstReplay: firstEndReplay?.stillParked ?? [],
+    stillParked: replays.at(-1)?.stillParked ?? [],
+    parkedRowsAtEnd: (await parkedState(pool, consumer, [])).parkedRows,
+  };
   const report: ChaosReport = {
     pipeline,
     exactlyOnce: config.connector.exactlyOnce,
@@ -260,19 +364,23 @@ async function buildReport(
       rolledBack: state.rolledBack.size,
       notCommittedOnError: state.failed.size,
       ambiguousCommits: state.ambiguous,
+      commitOrderInversions: commitOrderInversions(state.committed.values()),
     },
     faults,
     lost: checks.lost,
     phantom: checks.phantom + topicScan.phantomOnTopic,
     doubleApplied: checks.doubleApplied,
     orderViolations: checks.orderViolations,
-    duplicatesDelivered: topicScan.records - topicScan.distinct,
+    duplicatesDelivered: topicScan.duplicates,
     recordsOnTopic: topicScan.records,
+    replayedRecordsOnTopic: topicScan.replayed,
     slotLagBytes,
     commitToHandledMs: latencies,
     seconds: round((Date.now() - t0) / 1000, 1),
     ok: false,
     connectorRestarts: restarts,
+    handlerFailures,
+    ...(soak ? { soak } : {}),
   };
   report.ok =
     report.lost === 0 &&
@@ -280,8 +388,10 @@ async function buildReport(
     report.doubleApplied === 0 &&
     report.orderViolations === 0 &&
     topicScan.missingOnTopic === 0 &&
+    handlerFailures.parkedRowsAtEnd === 0 &&
     faults.every((f) => f.recoveryMs !== null) &&
-    (slotLagBytes === null || slotLagBytes <= 16 * 2 ** 20);
+    (slotLagBytes === null || slotLagBytes <= 16 * 2 ** 20) &&
+    (!soak || soak.verdicts.every((v) => v.flat));
   return report;
 }
 
@@ -306,22 +416,4 @@ async function cleanUpRun(pipeline: Pipeline, config: OutboxConfig, base: Outbox
 function stackEnvFor(config: OutboxConfig): Record<string, string> {
   const { database } = config;
   return { PGHOST: database.host, PGPORT: String(database.port), PGUSER: database.user, PGPASSWORD: database.password ?? '' };
-}
-
-async function restartStack(stack: Stack, log: Logger): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await stack.up((e) => log.debug(e.detail));
-      return;
-    } catch (error) {
-      if (attempt >= 5) throw error;
-      log.warn({ err: (error as Error).message, attempt }, 'chaos: stack up failed; trying again');
-      await sleep(3_000);
-    }
-  }
-}
-
-async function waitExit(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise((r) => child.once('exit', r));
 }

@@ -13,7 +13,7 @@
  * RSS of the router and watchdog. The verdict compares the last third of the run with the middle third.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -26,6 +26,7 @@ import { provision } from 'outbox-router/provision';
 import { sleep } from 'outbox-router/retry';
 import { startCliProcess, type CliProcess } from '../bench/cli-process';
 import { DIST } from '../bench/dist-paths';
+import { describeTables, growthVerdicts, RSS_SLACK_MB, rssMb, sampleTables, TABLE_SLACK, type TableSample } from '../soak/sampling';
 import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
 
@@ -37,31 +38,13 @@ const HANDLERS_JS = `module.exports = { order: { OrderPlaced: async (event, { tx
   await tx.query('INSERT INTO lifecycle_effects (aggregate_id, n) VALUES ($1, 1) ON CONFLICT (aggregate_id) DO UPDATE SET n = lifecycle_effects.n + 1', [event.aggregateId]);
 } } };\n`;
 
-interface Sample {
+interface Sample extends TableSample {
   minute: number;
-  outboxRows: number;
-  outboxBytes: number;
-  inboxRows: number;
-  inboxBytes: number;
-  parkedRows: number;
-  parkedBytes: number;
-  slotUnconfirmedBytes: number;
   routerRssMb: number;
   watchdogRssMb: number;
   written: number;
   handled: number;
 }
-
-function rssMb(pid: number): number {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
-  } catch {
-    return 0;
-  }
-}
-
-const avg = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
 async function main(opts: { minutes: number; rate: number; cleanupEvery: number; replayEvery: number; inboxRetentionS: number; keep: boolean }, log: ReturnType<typeof loggerFor>) {
   const say = (line: string) => process.stderr.write(`[lifecycle ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -139,29 +122,11 @@ async function main(opts: { minutes: number; rate: number; cleanupEvery: number;
       while (Date.now() < end + 1 && !stop.signal.aborted) {
         await sleep(Math.max(0, t0 + (minute + 1) * 60_000 - Date.now()));
         minute++;
-        const { rows } = await pool.query<{ outbox_rows: number; outbox_bytes: string; inbox_rows: number; inbox_bytes: string; parked_rows: number; parked_bytes: string; slot_bytes: string | null; handled: number }>(`
-          SELECT (SELECT count(*) FROM outbox)::int AS outbox_rows, pg_total_relation_size('outbox')::bigint AS outbox_bytes,
-                 (SELECT count(*) FROM inbox)::int AS inbox_rows, pg_total_relation_size('inbox')::bigint AS inbox_bytes,
-                 (SELECT count(*) FROM inbox_parked)::int AS parked_rows, pg_total_relation_size('inbox_parked')::bigint AS parked_bytes,
-                 (SELECT coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0) FROM pg_replication_slots WHERE slot_name = $1)::bigint AS slot_bytes,
-                 (SELECT coalesce(sum(n), 0) FROM lifecycle_effects)::int AS handled`, [connector.slotName]);
-        const r = rows[0];
-        const s: Sample = {
-          minute,
-          outboxRows: r.outbox_rows,
-          outboxBytes: Number(r.outbox_bytes),
-          inboxRows: r.inbox_rows,
-          inboxBytes: Number(r.inbox_bytes),
-          parkedRows: r.parked_rows,
-          parkedBytes: Number(r.parked_bytes),
-          slotUnconfirmedBytes: Number(r.slot_bytes),
-          routerRssMb: rssMb(router.pid),
-          watchdogRssMb: rssMb(watchdog.pid),
-          written,
-          handled: r.handled,
-        };
+        const tables = await sampleTables(pool, connector.slotName);
+        const handled = Number((await pool.query<{ n: string }>('SELECT coalesce(sum(n), 0)::bigint AS n FROM lifecycle_effects')).rows[0]?.n ?? 0);
+        const s: Sample = { minute, ...tables, routerRssMb: rssMb(router.pid), watchdogRssMb: rssMb(watchdog.pid), written, handled };
         samples.push(s);
-        say(`min ${String(minute).padStart(3)}: outbox ${s.outboxRows} rows/${(s.outboxBytes / 1024).toFixed(0)} KiB, inbox ${s.inboxRows}/${(s.inboxBytes / 1024).toFixed(0)} KiB, parked ${s.parkedRows}/${(s.parkedBytes / 1024).toFixed(0)} KiB, slot unconfirmed ${(s.slotUnconfirmedBytes / 1024).toFixed(0)} KiB, RSS router ${s.routerRssMb} MB watchdog ${s.watchdogRssMb} MB, written ${s.written}, handled ${s.handled}`);
+        say(`min ${String(minute).padStart(3)}: ${describeTables(s)}, RSS router ${s.routerRssMb} MB watchdog ${s.watchdogRssMb} MB, written ${s.written}, handled ${s.handled}`);
         for (const p of processes) if (p.exitCode() !== null) throw new Error(`a service exited: ${p.problems().slice(-3).join(' | ')}`);
         if (Date.now() >= end) break;
       }
@@ -175,16 +140,7 @@ async function main(opts: { minutes: number; rate: number; cleanupEvery: number;
       await withClient(clientConfig(base.database, { database: 'postgres' }), (c) => c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`)).catch(() => {});
     }
   }
-  // Flat: the last third's mean within 25 % (plus a small absolute slack) of the middle third's.
-  const third = Math.floor(samples.length / 3);
-  const middle = samples.slice(third, 2 * third);
-  const last = samples.slice(2 * third);
-  const keys: Array<[keyof Sample, number]> = [['outboxBytes', 256 * 1024], ['inboxBytes', 512 * 1024], ['parkedBytes', 128 * 1024], ['slotUnconfirmedBytes', 1024 * 1024], ['routerRssMb', 20], ['watchdogRssMb', 20]];
-  const verdicts = keys.map(([key, slack]) => {
-    const a = avg(middle.map((s) => s[key] as number));
-    const b = avg(last.map((s) => s[key] as number));
-    return { key, middle: Math.round(a), last: Math.round(b), flat: b <= a * 1.25 + slack };
-  });
+  const verdicts = growthVerdicts(samples, [...TABLE_SLACK, ['routerRssMb', RSS_SLACK_MB], ['watchdogRssMb', RSS_SLACK_MB]]);
   const report = { date: new Date().toISOString(), minutes: opts.minutes, rate: opts.rate, cleanupEverySeconds: opts.cleanupEvery, inboxRetentionSeconds: opts.inboxRetentionS, written, samples, verdicts, ok: verdicts.every((v) => v.flat) };
   const reports = join(PROJECT_ROOT, 'reports');
   mkdirSync(reports, { recursive: true });

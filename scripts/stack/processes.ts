@@ -116,6 +116,21 @@ export function removeFile(path: string): void {
   rmSync(path, { force: true });
 }
 
+/** The direct children of `pid` (from /proc). */
+export function childPidsOf(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(Number(entry));
+    } catch {
+      // the process ended while we were reading /proc
+    }
+  }
+  return found;
+}
+
 /** Resident memory of a process and all its descendants (PostgreSQL is one process per connection). */
 export function treeRssBytes(rootPid: number): number {
   const children = new Map<number, number[]>();

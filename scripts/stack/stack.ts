@@ -8,7 +8,7 @@ import { stackPaths, type StackPaths } from './paths';
 import * as pg from './postgres';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
-import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
+import { childPidsOf, isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
 import { jvmServices, type JvmService } from './services';
 import { STACK_HOST, STACK_PORTS } from './settings';
 import { runningPid, upStack, type StepEvent } from './start-up';
@@ -38,7 +38,10 @@ export interface Stack {
   logFile(name: ServiceName): string;
   /**
    * Stops one service, for fault injection (the chaos run): `kill` sends SIGKILL to a JVM (no shutdown
-   * hooks, as in a crash); otherwise it stops gracefully (PostgreSQL: fast shutdown). `up()` starts it again.
+   * hooks, as in a crash) or to PostgreSQL's postmaster (no shutdown checkpoint: the next start runs crash
+   * recovery; its backends exit by themselves once they see it gone, and are waited for, since a new
+   * postmaster refuses to start while they hold the shared memory); otherwise it stops gracefully
+   * (PostgreSQL: fast shutdown). `up()` starts it again.
    */
   stopService(name: ServiceName, options?: { kill?: boolean }): Promise<'stopped' | 'killed' | 'not running'>;
 }
@@ -83,8 +86,24 @@ async function stopService(paths: StackPaths, services: () => JvmService[], name
     if (kill) {
       const pid = pg.postgresPid(layout);
       if (pid === undefined || !isAlive(pid)) return 'not running';
+      const children = childPidsOf(pid);
       process.kill(pid, 'SIGKILL');
       while (isAlive(pid)) await sleep(50);
+      // Backends notice the postmaster's death and exit (a busy one at its next check): 15 s, then SIGKILL.
+      const deadline = Date.now() + 15_000;
+      while (children.some(isAlive) && Date.now() < deadline) await sleep(100);
+      for (const child of children.filter(isAlive)) {
+        try {
+          process.kill(child, 'SIGKILL');
+        } catch {
+          // it exited meanwhile
+        }
+      }
+      while (children.some(isAlive)) await sleep(50);
+      // Until the dead postmaster is reaped too: `pg_ctl status` (kill 0) counts a zombie as a running
+      // server, so up() would not start it and then see it "exit during start-up".
+      const reaped = Date.now() + 10_000;
+      while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(100);
       return 'killed';
     }
     return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';

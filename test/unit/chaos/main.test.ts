@@ -42,8 +42,19 @@ describe('outbox-chaos flags', () => {
   });
 
   it('an unknown --faults kind is FLAG_INVALID naming the known ones (it used to inject nothing)', async () => {
-    const { error } = await refusal(['--faults', 'kill-router,kill-kafka']);
+    const { error } = await refusal(['--faults', 'kill-router,kill-zookeeper']);
     expect(error?.code).toBe('FLAG_INVALID');
-    expect(error?.message).toBe('--faults "kill-router,kill-kafka": kill-kafka is not a fault kind; use kill-router, kill-connect, kill-relay, restart-kafka, restart-postgres.');
+    expect(error?.message).toBe(
+      '--faults "kill-router,kill-zookeeper": kill-zookeeper is not a fault kind; use kill-router, kill-connect, kill-relay, restart-kafka, kill-kafka, restart-postgres, kill-postgres.',
+    );
+  });
+
+  it('--minutes outside the soak profile, or not a whole number above 0, is FLAG_INVALID', async () => {
+    const { printed } = await refusal(['--profile', 'ci', '--minutes', '3']);
+    expect(printed).toContain('--minutes is for --profile soak');
+    for (const value of ['0', 'half']) {
+      const { error } = await refusal(['--profile', 'soak', '--minutes', value]);
+      expect(error?.message).toContain(`--minutes must be a whole number above 0, got ${JSON.stringify(value)}`);
+    }
   });
 });

@@ -1,0 +1,138 @@
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import type { Pool } from 'pg';
+import type { Logger } from 'outbox-router/log';
+import { sleep } from 'outbox-router/retry';
+import type { Stack } from '../stack/stack';
+import { measureRecovery } from './checks';
+import type { WriteState } from './writers';
+import type { ChaosOptions, FaultKind, FaultRecord, Pipeline } from './types';
+
+/** Every fault kind, in the order --help lists them. */
+export const FAULT_KINDS: readonly FaultKind[] = ['kill-router', 'kill-connect', 'kill-relay', 'restart-kafka', 'kill-kafka', 'restart-postgres', 'kill-postgres'];
+
+/**
+ * The plan, each fault at its share of the profile's events: a router killed three times (the two
+ * instances in turn, the other one keeps running), Connect (or the relay) killed twice, Kafka and
+ * PostgreSQL each stopped gracefully once and killed once (SIGKILL of the broker, of the postmaster).
+ */
+export function faultPlan(pipeline: Pipeline): Array<{ at: number; kind: FaultKind }> {
+  const killCdc: FaultKind = pipeline === 'cdc' ? 'kill-connect' : 'kill-relay';
+  return [
+    { at: 0.05, kind: 'kill-router' },
+    { at: 0.12, kind: killCdc },
+    { at: 0.2, kind: 'restart-kafka' },
+    { at: 0.3, kind: 'kill-postgres' },
+    { at: 0.4, kind: 'kill-router' },
+    { at: 0.5, kind: 'kill-kafka' },
+    { at: 0.6, kind: 'restart-postgres' },
+    { at: 0.7, kind: killCdc },
+    { at: 0.8, kind: 'kill-router' },
+  ];
+}
+
+/** The running routers (router-a, router-b, …) and relay; a killed one is replaced here. */
+export interface Parts {
+  routers: ChildProcess[];
+  relay: ChildProcess | undefined;
+}
+
+export interface FaultContext {
+  stack: Stack;
+  log: Logger;
+  say: (line: string) => void;
+  parts: Parts;
+  spawnRouter: (index: number) => ChildProcess;
+  spawnRelay: () => ChildProcess;
+}
+
+export const routerName = (index: number) => `router-${String.fromCharCode(97 + index)}`;
+
+/** Faults, in order, each at its share of the events; each waits for recovery from the one before. */
+export async function injectFaults(options: ChaosOptions, pool: Pool, state: WriteState, ctx: FaultContext): Promise<FaultRecord[]> {
+  const { pipeline, profile } = options;
+  const faults: FaultRecord[] = [];
+  let routerKills = 0;
+  for (const { at, kind } of faultPlan(pipeline).filter((f) => !options.only || options.only.includes(f.kind))) {
+    while (state.attempted < profile.events * at && !state.done) await sleep(100);
+    const record: FaultRecord = { kind, atCommitted: state.committed.size, recoveryMs: null, notes: [] };
+    faults.push(record);
+    ctx.say(`fault: ${kind} at ${state.committed.size} committed`);
+    const injectedAt = await injectFault(kind, record, ctx, kind === 'kill-router' ? routerKills++ : 0);
+    // The next fault waits for recovery from this one, so each recovery time is its own.
+    record.recoveryMs = await measureRecovery(pool, state, injectedAt, 180_000);
+    ctx.say(`recovered from ${kind} in ${record.recoveryMs === null ? 'NOT WITHIN 180 s' : `${(record.recoveryMs / 1000).toFixed(1)} s`}${record.notes.length ? ` (${record.notes.join('; ')})` : ''}`);
+  }
+  return faults;
+}
+
+/** Injects one fault; returns when it took effect (a graceful stop takes a while: events committed before it is down are no recovery). */
+async function injectFault(kind: FaultKind, record: FaultRecord, ctx: FaultContext, routerKill: number): Promise<number> {
+  const { stack, log, parts } = ctx;
+  let injectedAt = Date.now();
+  if (kind === 'kill-router') {
+    const index = routerKill % parts.routers.length;
+    const victim = parts.routers[index] as ChildProcess;
+    victim.kill('SIGKILL');
+    await waitExit(victim);
+    injectedAt = Date.now();
+    parts.routers[index] = ctx.spawnRouter(index);
+    const others = parts.routers.map((_, i) => routerName(i)).filter((_, i) => i !== index);
+    record.notes.push(`${routerName(index)} killed and restarted${others.length ? `; ${others.join(', ')} kept running` : ''}`);
+  } else if (kind === 'kill-relay') {
+    parts.relay?.kill('SIGKILL');
+    if (parts.relay) await waitExit(parts.relay);
+    injectedAt = Date.now();
+    parts.relay = ctx.spawnRelay();
+  } else {
+    const service = kind === 'kill-connect' ? 'connect' : kind.endsWith('kafka') ? 'kafka' : 'postgres';
+    const kill = kind.startsWith('kill-');
+    const pgLog = stack.logFile('postgres');
+    const pgLogOffset = existsSync(pgLog) ? statSync(pgLog).size : 0;
+    record.notes.push(`${service}: ${await stack.stopService(service, { kill })}`);
+    injectedAt = Date.now();
+    if (!kill) await sleep(2_000);
+    await restartStack(stack, log);
+    if (kind === 'kill-postgres') record.notes.push(crashRecoveryNote(pgLog, pgLogOffset));
+  }
+  return injectedAt;
+}
+
+/** Did the restart after the kill run crash recovery? Read from the server log written since `offset`. */
+export function crashRecoveryNote(logFile: string, offset: number): string {
+  let text = '';
+  try {
+    text = readFileSync(logFile).subarray(offset).toString('utf8');
+  } catch {
+    return 'crash recovery: log not readable';
+  }
+  return crashRecoveryFrom(text);
+}
+
+/** Pure: what PostgreSQL's log says about crash recovery. */
+export function crashRecoveryFrom(text: string): string {
+  if (/not properly shut down; automatic recovery in progress/.test(text)) {
+    const redo = /redo done at (\S+)/.exec(text);
+    return `crash recovery ran${redo ? ` (redo done at ${redo[1]})` : ''}`;
+  }
+  return 'crash recovery NOT seen in the server log';
+}
+
+/** The process supervisor's part: start what was stopped (a few tries: a killed JVM may hold its port a moment). */
+export async function restartStack(stack: Stack, log: Logger): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await stack.up((e) => log.debug(e.detail));
+      return;
+    } catch (error) {
+      if (attempt >= 5) throw error;
+      log.warn({ err: (error as Error).message, attempt }, 'chaos: stack up failed; trying again');
+      await sleep(3_000);
+    }
+  }
+}
+
+export async function waitExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise((r) => child.once('exit', r));
+}
