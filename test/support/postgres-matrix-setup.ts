@@ -1,17 +1,19 @@
 import { createStack } from '../../scripts/stack';
-import { startMatrixCluster } from '../../scripts/stack/postgres-versions';
+import { POSTGRES_MATRIX, startMatrixCluster } from '../../scripts/stack/postgres-versions';
 import globalSetup from './global-setup';
-import type { MatrixTarget } from './stack-env';
 
 /**
  * The version-matrix projects (jest.config.js: `postgres-13`, `postgres-18`): the stack as for the
- * integration project (Kafka, Connect and the registry are shared), plus this project's PostgreSQL
- * cluster, downloaded and started here. It stays running, like the stack; `.ci/run` stops it.
+ * integration project (Kafka, Connect and the registry are shared), plus the matrix's PostgreSQL
+ * clusters, downloaded and started here. Jest runs a globalSetup module once however many projects name
+ * it (with the first project's config), so this starts every cluster of the matrix, not only its
+ * project's. They stay running, like the stack; `stack down` stops them.
  */
-export default async function matrixSetup(_global: unknown, project: { globals: Record<string, unknown> }): Promise<void> {
+export default async function matrixSetup(): Promise<void> {
   await globalSetup();
-  const target = project.globals.OUTBOX_TEST_POSTGRES as MatrixTarget;
-  const cluster = await startMatrixCluster(createStack().paths, target.version, (detail) => process.stderr.write(`\n[postgres ${target.version}] ${detail}`));
-  if (cluster.port !== target.port) throw new Error(`jest.config.js gives PostgreSQL ${target.version} port ${target.port}, the matrix ${cluster.port}`);
+  const { paths } = createStack();
+  for (const { version } of POSTGRES_MATRIX) {
+    await startMatrixCluster(paths, version, (detail) => process.stderr.write(`\n[postgres ${version}] ${detail}`));
+  }
   process.stderr.write('\n');
 }
