@@ -6,12 +6,13 @@ import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
 import { runOutboxCleanup } from '../cleanup';
-import { countUnpublishedRows, dropSlot, forgetCleanupState, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
 import { topicFindings, type TopicAdmin } from './topic-guard';
 import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
-import { connectorFailure, waitForGone, waitForRunning, waitForState, type WaitOptions } from './wait';
+import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
 
 export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
 export interface DeployProgress {
@@ -178,7 +179,6 @@ async function clearForResnapshot(
   client: ConnectClient,
   o: { name: string; slotName: string; force: boolean; progress: (step: DeployStep, detail: string) => void; log: Logger | undefined },
 ): Promise<void> {
-  const timeoutMs = config.connector.deployTimeoutMs;
   const slot = await withAdmin(config, (db) => readSlot(db, o.slotName));
   if (slot && slot.walStatus !== 'lost' && !o.force) {
     throw new OutboxError(
@@ -188,19 +188,9 @@ async function clearForResnapshot(
       { details: { findings: ['slot-healthy'] } },
     );
   }
-  if (await client.getConfig(o.name)) {
-    await client.stop(o.name);
-    await waitForState(client, o.name, 'STOPPED', timeoutMs);
-    await client.resetOffsets(o.name);
-    await client.delete(o.name);
-    await waitForGone(client, o.name, timeoutMs);
-  }
-  const dropped = await withAdmin(config, async (db) => {
-    const gone = await dropSlot(db, o.slotName, timeoutMs);
-    await forgetCleanupState(db, config.outbox, o.slotName);
-    return gone;
-  });
-  o.progress('guard', `re-snapshot: connector ${o.name} and its stored offsets removed; slot ${o.slotName} ${dropped ? `dropped (wal_status was ${slot?.walStatus ?? 'unknown'})` : 'was absent'}`);
+  // The connector with its stored offsets, then the slot; forced: what the lost slot held is gone already.
+  const deleted = await deleteConnector(config, { client, log: o.log, dropSlot: true, force: true, keepPublication: true });
+  o.progress('guard', `re-snapshot: connector ${o.name} and its stored offsets removed; slot ${o.slotName} ${deleted.slotDropped ? `dropped (wal_status was ${slot?.walStatus ?? 'unknown'})` : 'was absent'}`);
 }
 
 /**

@@ -120,6 +120,8 @@ export interface DeleteOptions extends OperationOptions {
    * (drop-guard.ts). Cleanup code that means to throw the pipeline away passes it.
    */
   force?: boolean;
+  /** With dropSlot: leave the publication (a re-snapshot deploys again on it at once). */
+  keepPublication?: boolean;
   timeoutMs?: number;
 }
 
@@ -186,7 +188,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
     await withAdmin(config, async (db) => {
       result.slotDropped = await dropSlot(db, slotName, timeoutMs);
       await forgetCleanupState(db, config.outbox, slotName);
-      result.publicationDropped = await dropPublication(db, config.outbox.publication);
+      if (!options.keepPublication) result.publicationDropped = await dropPublication(db, config.outbox.publication);
     });
     options.log?.info({ step: 'delete' }, `slot ${slotName} ${result.slotDropped ? 'dropped' : 'was absent'}; publication ${config.outbox.publication} ${result.publicationDropped ? 'dropped' : 'was absent'}`);
   }
