@@ -207,9 +207,13 @@ describe('outbox cleanup and the switch to the relay with Debezium', () => {
     await relay.start();
     await until('the relay published the rest', async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0]!.n, (n) => n === 0);
     await new Promise((r) => setTimeout(r, 2_000));
-    const records = await onTopic(57);
-    const ids = records.map((r) => r.headers.id);
-    expect(ids).toHaveLength(57);
-    expect(new Set(ids).size).toBe(57);
+    // Every event is on the topic. The relay published each pending one exactly once (the stopped
+    // connector never read them). CDC's own records may repeat (at least once across the earlier
+    // pause and resume: CI once saw 6 of 57); what the switch must not do, re-publish the CDC era,
+    // is checked above by the rows it marked, and the relay publishes only unmarked rows.
+    const records = await collect([topic], (rs) => [...before, ...pending].every((id) => rs.some((r) => r.headers.id === id)), 90_000);
+    const count = (id: string) => records.filter((r) => r.headers.id === id).length;
+    expect(pending.map(count)).toEqual(pending.map(() => 1));
+    expect(before.every((id) => count(id) >= 1)).toBe(true);
   });
 });
