@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Pool } from 'pg';
+import type { ReplayReport } from 'outbox-router/router';
 import { sleep } from 'outbox-router/retry';
 import { PROJECT_ROOT } from '../stack/paths';
 import { behindPoison, type WriteState } from './writers';
@@ -32,6 +33,7 @@ export const ROUTER_FAILURE_SETTINGS = { maxAttempts: 5, backoff: { initialDelay
 export interface ReplayOutcome {
   fixed: number;
   replayed: number;
+  /** Each key the replay left parked, with why: "key (reason: event error; n parked)". */
   stillParked: string[];
   error?: string;
 }
@@ -52,8 +54,10 @@ export async function fixAndReplay(
   const args = [join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-format', 'json', '--log-level', 'warn', 'dlq:replay', '-c', configFile, '--aggregate-type', 'order', '--consumer', consumer, '--follow-ms', String(followMs), '--json'];
   try {
     const { stdout } = await promisify(execFile)(process.execPath, args, { env: { ...process.env, ...env }, maxBuffer: 256 * 2 ** 20 });
-    const report = JSON.parse(stdout) as { replayed: unknown[]; stillParked: string[] };
-    return { fixed: ids.length, replayed: report.replayed.length, stillParked: report.stillParked };
+    const report = JSON.parse(stdout) as Pick<ReplayReport, 'replayed' | 'stillParkedDetail'>;
+    // "key (reason: event, error; parked rows)": why the replay left it parked (ReplayReport.stillParkedDetail).
+    const stillParked = report.stillParkedDetail.map((k) => `${k.key} (${k.reason}${k.eventId ? `: ${k.eventId} ${k.errorCode ?? ''}`.trimEnd() : ''}; ${k.parkedRows} parked)`);
+    return { fixed: ids.length, replayed: report.replayed.length, stillParked };
   } catch (error) {
     const e = error as Error & { stderr?: string };
     return { fixed: ids.length, replayed: 0, stillParked: [], error: `${e.message.split('\n')[0]} ${(e.stderr ?? '').trim().slice(-300)}` };

@@ -5,7 +5,7 @@ import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import { parkedTableName } from '../provision/sql-files';
 import { topicNames } from '../topics';
-import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters } from '../router';
+import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters, type StillParked, type StillParkedReason } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -24,6 +24,14 @@ export function target(opts: DlqTarget, config: OutboxConfig): { dlqTopic: strin
   const dlqTopic = opts.topic ?? names.dlqFor(names.routed(aggregateType));
   return { dlqTopic, aggregateType };
 }
+
+/** What the text report says of a key a replay left parked, and what to do. */
+const STILL_PARKED_WHY: Record<StillParkedReason, (k: StillParked) => string> = {
+  'failed-again': (k) => `its replayed event ${k.eventId ?? '?'} failed again (${k.errorCode ?? '?'}); fix the cause and replay again`,
+  'new-failure': (k) => `a new event ${k.eventId ?? '?'} failed (${k.errorCode ?? '?'}) while the replay followed the key; fix it and replay again`,
+  'not-replayable': (k) => `dead letter ${k.eventId ?? '?'} was kept without its value; skip it with dlq:release --key ${k.key} --id ${k.eventId ?? '<id>'}`,
+  'follow-timeout': () => 'the router was still applying its replayed events when --follow-ms ran out; replay again, or raise --follow-ms',
+};
 
 function parkedTable(config: OutboxConfig): string {
   return qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
@@ -88,9 +96,7 @@ export function dlqCommands(): Command[] {
             process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}${report.beyondHorizon ? `, ${report.beyondHorizon} older than router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : ''}\n`);
             for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
             if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
-            if (report.stillParked.length > 0) {
-              process.stdout.write(`  still parked: ${report.stillParked.join(', ')} (an event failed again, could not be replayed, or --follow-ms ran out; outbox status lists their heads)\n`);
-            }
+            for (const k of report.stillParkedDetail) process.stdout.write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);
           }
         } finally {
           await pool.end().catch(() => {});

@@ -75,7 +75,29 @@ export interface ReplayReport {
    * Only with `outstanding` and without `ids` (otherwise empty).
    */
   stillParked: string[];
+  /** Why each of `stillParked` is still parked, with the key's head and parked rows when the replay returned. */
+  stillParkedDetail: StillParked[];
   dryRun: boolean;
+}
+
+/**
+ * Why a replay left a key parked:
+ * - `failed-again`: one of this replay's events came back to the dead-letter topic (`eventId`, `errorCode`);
+ * - `new-failure`: a new dead letter of the key that is not a KEY_PARKED one (a new failure of the key);
+ * - `not-replayable`: a dead letter of the key was kept without its value (x-dead-letter-reduced);
+ * - `follow-timeout`: `followMs` ran out while the router was still applying the key's events.
+ */
+export type StillParkedReason = 'failed-again' | 'new-failure' | 'not-replayable' | 'follow-timeout';
+
+export interface StillParked {
+  key: string;
+  reason: StillParkedReason;
+  /** The dead letter that made the replay give up on the key (not for follow-timeout). */
+  eventId?: string;
+  errorCode?: string;
+  /** The key's earliest parked event and its parked rows, read when the replay returned. */
+  head?: string;
+  parkedRows: number;
 }
 
 /**
@@ -126,7 +148,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, stillParked: [], dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, stillParked: [], stillParkedDetail: [], dryRun: Boolean(options.dryRun) };
   const horizonStart = options.outstanding || options.horizonMs === undefined ? undefined : Date.now() - options.horizonMs;
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
@@ -168,14 +190,14 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       // Its value was refused by the DLQ: nothing to replay (the original is at x-original-offset).
       if (headerText(message.headers, REDUCED_HEADER) !== undefined) {
         report.reduced++;
-        follow?.giveUp(key);
+        follow?.giveUp(key, 'not-replayable', message);
         return;
       }
       // Dead-lettered twice (a replay that failed again): once is enough, at its first place.
       if (id) {
         if (seen.has(id)) {
           // Past the end it was read at: this replay's event went back to the DLQ (it failed again).
-          if (follow && pastEnd) follow.giveUp(key);
+          if (follow && pastEnd) follow.giveUp(key, 'failed-again', message);
           return;
         }
         seen.add(id);
@@ -186,7 +208,9 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   } finally {
     await producer?.disconnect().catch(() => {});
   }
-  report.stillParked = follow ? await follow.stillParked() : [];
+  report.stillParkedDetail = follow ? await follow.stillParked() : [];
+  report.stillParked = report.stillParkedDetail.map((k) => k.key);
+  for (const k of report.stillParkedDetail) options.logger?.warn({ event: 'dlq.still-parked', dlqTopic, ...k }, `key ${JSON.stringify(k.key)} still parked: ${k.reason}`);
   if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: report.replayed.length }, 'dead letters replayed');
   return report;
 }
@@ -202,7 +226,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
  */
 class Follow {
   private readonly chased = new Set<string>();
-  private readonly given = new Set<string>();
+  private readonly given = new Map<string, Pick<StillParked, 'reason' | 'eventId' | 'errorCode'>>();
 
   constructor(private readonly o: NonNullable<ReplayOptions['outstanding']>) {}
 
@@ -210,18 +234,18 @@ class Follow {
     if (!this.given.has(key)) this.chased.add(key);
   }
 
-  giveUp(key: string): void {
+  /** The first reason a key was given up on is the one reported. */
+  giveUp(key: string, reason: StillParkedReason, letter: KafkaMessage): void {
     this.chased.delete(key);
-    this.given.add(key);
+    if (!this.given.has(key)) this.given.set(key, { reason, eventId: headerText(letter.headers, HEADER.id), errorCode: headerText(letter.headers, DLQ_HEADER.errorCode) });
   }
 
   /** A dead letter not among the outstanding ids read at the start: replayed when it is a parked event of a followed key. */
   async tail(id: string, key: string, message: KafkaMessage, seen: () => boolean, replay: () => Promise<void>): Promise<void> {
     if (!this.chased.has(key)) return;
-    if (seen() || headerText(message.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED' || headerText(message.headers, REDUCED_HEADER) !== undefined) {
-      this.giveUp(key);
-      return;
-    }
+    if (seen()) return this.giveUp(key, 'failed-again', message);
+    if (headerText(message.headers, REDUCED_HEADER) !== undefined) return this.giveUp(key, 'not-replayable', message);
+    if (headerText(message.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return this.giveUp(key, 'new-failure', message);
     // The router writes the dead letter, then the parked row: wait a moment for the row.
     for (let i = 0; i < 40; i++) {
       if (await this.parked(key, id)) return replay();
@@ -237,9 +261,20 @@ class Follow {
     return this.chased.size === 0;
   }
 
-  async stillParked(): Promise<string[]> {
-    const keys = [...this.chased, ...this.given];
-    return keys.length ? (await this.parkedKeys(keys)).sort() : [];
+  async stillParked(): Promise<StillParked[]> {
+    const keys = [...this.chased, ...this.given.keys()];
+    if (keys.length === 0) return [];
+    const { rows } = await this.o.pool.query<{ aggregate_id: string; head: string; parked: number }>(
+      `SELECT aggregate_id, (array_agg(event_id ORDER BY seq))[1] AS head, count(*)::int AS parked FROM ${this.o.parkedTable}
+        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) GROUP BY aggregate_id ORDER BY aggregate_id`,
+      [this.o.consumer, this.o.aggregateType, keys],
+    );
+    return rows.map((r) => ({
+      key: r.aggregate_id,
+      ...(this.given.get(r.aggregate_id) ?? { reason: 'follow-timeout' as const }),
+      head: r.head,
+      parkedRows: r.parked,
+    }));
   }
 
   private async parked(key: string, id: string): Promise<boolean> {

@@ -113,6 +113,28 @@ describe('router delivery', () => {
     expect((await parked(`c-${s.run}`)).map((p) => p.event_id)).toEqual([first?.id, second?.id]);
   });
 
+  it('a replay whose event fails again leaves its key parked and says why: failed-again, the event, its error, the head and the parked rows', async () => {
+    const s = await scenario(1);
+    const [poison, after1] = await produce(s, [
+      { key: 'k', reason: 'still-broken' },
+      { key: 'k', reason: 'after-1' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (reason === 'still-broken' ? new Error('still broken') : undefined)), { maxAttempts: 1 });
+    await until('both dead-lettered', () => router.stats(), (st) => st.deadLettered === 2);
+    const consumer = `c-${s.run}`;
+    const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, followMs: 20_000 });
+    expect(report.replayed.map((r) => r.id)).toEqual([poison?.id, after1?.id]);
+    expect(report.stillParked).toEqual(['k']);
+    expect(report.stillParkedDetail).toEqual([{ key: 'k', reason: 'failed-again', eventId: poison?.id, errorCode: 'HANDLER_FAILED', head: poison?.id, parkedRows: 2 }]);
+    expect(await effects(s)).toEqual([]);
+
+    // The CLI's text report names the reason and what to do.
+    const cli = await runCli(['dlq:replay', '--aggregate-type', 'order', '--topic', s.dlq, '--consumer', consumer, '--follow-ms', '20000']);
+    expect(cli).toMatchObject({ code: 0 });
+    expect(cli.stdout).toContain(`still parked: k: its replayed event ${String(poison?.id)} failed again (HANDLER_FAILED); fix the cause and replay again; head ${String(poison?.id)}, 2 parked row(s)`);
+  });
+
   it('dlq:release --head skips exactly one parked event: the key’s next parked event becomes its head and a replay applies the rest in order', async () => {
     const s = await scenario(1);
     const [poison, after1, after2] = await produce(s, [
