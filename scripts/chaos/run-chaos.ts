@@ -388,6 +388,8 @@ async function buildReport(
     report.doubleApplied === 0 &&
     report.orderViolations === 0 &&
     topicScan.missingOnTopic === 0 &&
+    // KIP-618's promise: read_committed sees each committed event once, whatever was killed.
+    (!report.exactlyOnce || report.duplicatesDelivered === 0) &&
     handlerFailures.parkedRowsAtEnd === 0 &&
     faults.every((f) => f.recoveryMs !== null) &&
     (slotLagBytes === null || slotLagBytes <= 16 * 2 ** 20) &&

@@ -11,7 +11,9 @@
  *   read_committed, and every partition it wrote ends with a transaction marker (an offset no record
  *   has); a connector without exactlyOnce is transactional too, as the worker decides the producer.
  *
- * The half that does not apply says so on stderr and asserts nothing.
+ * The half that does not apply says so on stderr and asserts nothing. CI runs the file twice, once on
+ * each kind of worker, and says which it expects (OUTBOX_TEST_CONNECT_EXACTLY_ONCE=enabled|disabled), so
+ * a pass that reached the wrong worker fails instead of skipping its half.
  */
 import { randomUUID } from 'node:crypto';
 import type { OutboxConfig } from '../../src/config';
@@ -107,6 +109,16 @@ beforeAll(async () => {
 afterAll(() => teardownConnectorTest([eosConfig, plainConfig], db, id));
 
 describe('connector.exactlyOnce', () => {
+  it('reaches the kind of worker the run expects (OUTBOX_TEST_CONNECT_EXACTLY_ONCE), when it says', () => {
+    const expected = process.env.OUTBOX_TEST_CONNECT_EXACTLY_ONCE;
+    if (expected === undefined || expected === '') {
+      note('OUTBOX_TEST_CONNECT_EXACTLY_ONCE not set: runs the half that applies to this worker');
+      return;
+    }
+    expect(['enabled', 'disabled']).toContain(expected);
+    expect(workerEos ? 'enabled' : 'disabled').toBe(expected);
+  });
+
   it('on a worker without exactly-once source support: deploy refuses with CONNECT_EXACTLY_ONCE_DISABLED and creates neither connector nor slot', async () => {
     if (workerEos) return note('worker has exactly-once source support: the refusal cannot happen here (tested where the worker lacks it, and in test/unit/connector/deploy-exactly-once.test.ts)');
     const error = await deployConnector(eosConfig).then(
