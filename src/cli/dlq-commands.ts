@@ -94,6 +94,7 @@ export function dlqCommands(): Command[] {
           } else {
             const verb = report.dryRun ? 'would replay' : 'replayed';
             process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}${report.beyondHorizon ? `, ${report.beyondHorizon} older than router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : ''}\n`);
+            if (report.resent) process.stdout.write(`  sent again: ${report.resent} (they reached the router before their key's earliest parked event)\n`);
             for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
             if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
             for (const k of report.stillParkedDetail) process.stdout.write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);

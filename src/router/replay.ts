@@ -13,6 +13,8 @@ export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
 export const DEFAULT_REPLAY_FOLLOW_MS = 60_000;
 /** How often a following replay checks whether its keys are released. */
 const FOLLOW_POLL_MS = 200;
+/** How often a following replay sends again one event that reached the router before its key's head. */
+export const MAX_EARLY_RESENDS = 5;
 
 export interface ReplayOptions {
   kafka: Kafka;
@@ -69,6 +71,11 @@ export interface ReplayReport {
   reduced: number;
   /** Matching dead letters older than `horizonMs`, left alone. */
   beyondHorizon: number;
+  /**
+   * Following: replayed events that reached the router before their key's head (they came back as
+   * KEY_PARKED) and were sent again, behind it (at most MAX_EARLY_RESENDS times each).
+   */
+  resent: number;
   /**
    * Keys this replay replayed that are still parked when it returns (a replayed event failed again, an
    * event of the key could not be replayed, or `followMs` ran out); empty when every one was released.
@@ -148,7 +155,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, stillParked: [], stillParkedDetail: [], dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, resent: 0, stillParked: [], stillParkedDetail: [], dryRun: Boolean(options.dryRun) };
   const horizonStart = options.outstanding || options.horizonMs === undefined ? undefined : Date.now() - options.horizonMs;
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
 
@@ -158,11 +165,15 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   const seen = new Set<string>();
   const at = new Date().toISOString();
   const follow = options.outstanding && !options.ids?.length && !options.dryRun && followMs > 0 ? new Follow(options.outstanding) : undefined;
-  const send = async (partition: number, message: KafkaMessage, originalTopic: string, key: string) => {
+  const send = async (partition: number, message: KafkaMessage, originalTopic: string, key: string, again = false) => {
     if (producer) {
       const headers = sanitizeHeaders(message.headers, (name) => DEAD_LETTER_HEADERS.test(name));
       headers[REPLAY_HEADER] = at;
       await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
+    }
+    if (again) {
+      report.resent++;
+      return;
     }
     report.replayed.push({ id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) });
   };
@@ -196,8 +207,14 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       // Dead-lettered twice (a replay that failed again): once is enough, at its first place.
       if (id) {
         if (seen.has(id)) {
-          // Past the end it was read at: this replay's event went back to the DLQ (it failed again).
-          if (follow && pastEnd) follow.giveUp(key, 'failed-again', message);
+          // Past the end it was read at: this replay's event went back to the DLQ. KEY_PARKED: it reached
+          // the router before its key's head (the key's dead letters are in the DLQ in another order than
+          // its parked rows), so it is sent again, behind the head's replay. Anything else: it failed again.
+          if (follow && pastEnd) {
+            const early = await follow.early(id, key, message);
+            if (early === 'send-again') await send(partition, message, originalTopic, key, true);
+            else if (early === 'failed-again') follow.giveUp(key, 'failed-again', message);
+          }
           return;
         }
         seen.add(id);
@@ -227,6 +244,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
 class Follow {
   private readonly chased = new Set<string>();
   private readonly given = new Map<string, Pick<StillParked, 'reason' | 'eventId' | 'errorCode'>>();
+  private readonly resends = new Map<string, number>();
 
   constructor(private readonly o: NonNullable<ReplayOptions['outstanding']>) {}
 
@@ -251,6 +269,19 @@ class Follow {
       if (await this.parked(key, id)) return replay();
       await sleep(50);
     }
+  }
+
+  /**
+   * One of this replay's events came back. `send-again`: only because it reached the router before its
+   * key's head (KEY_PARKED), it is still parked, and it was sent again fewer than MAX_EARLY_RESENDS
+   * times. `done`: it is no longer parked (applied since). `failed-again`: anything else.
+   */
+  async early(id: string, key: string, letter: KafkaMessage): Promise<'send-again' | 'done' | 'failed-again'> {
+    if (!this.chased.has(key) || headerText(letter.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return 'failed-again';
+    const n = this.resends.get(id) ?? 0;
+    if (n >= MAX_EARLY_RESENDS) return 'failed-again';
+    this.resends.set(id, n + 1);
+    return (await this.parked(key, id)) ? 'send-again' : 'done';
   }
 
   /** Drops the released keys; true when no followed key is left. */

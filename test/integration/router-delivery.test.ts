@@ -135,6 +135,40 @@ describe('router delivery', () => {
     expect(cli.stdout).toContain(`still parked: k: its replayed event ${String(poison?.id)} failed again (HANDLER_FAILED); fix the cause and replay again; head ${String(poison?.id)}, 2 parked row(s)`);
   });
 
+  it("a replayed event that reaches the router before its key's head (the DLQ holds the key's letters in another order than its parked rows) is sent again behind it, and the key is released", async () => {
+    // The chaos run measured this (2026-12-02): after router kills and Kafka restarts, a key's dead
+    // letters can sit in the DLQ in another order than its parked rows (the key's order for the router).
+    // Here the parked order is changed directly: e2 and e3 swap places behind e1.
+    const s = await scenario(1);
+    let broken = true;
+    const [e1, e2, e3] = await produce(s, [
+      { key: 'k', reason: 'e1' },
+      { key: 'k', reason: 'e2' },
+      { key: 'k', reason: 'e3' },
+    ]);
+    const router = await startRouter(s, handlers(s, (reason) => (broken && reason === 'e1' ? new Error('e1 is broken') : undefined)), { maxAttempts: 1 });
+    await until('all three dead-lettered', () => router.stats(), (st) => st.deadLettered === 3);
+    const consumer = `c-${s.run}`;
+    const table = qualified('public', parkedTableName('inbox'));
+    await h.pool.query(
+      `UPDATE ${table} p SET seq = o.seq FROM ${table} o
+        WHERE p.consumer = $1 AND o.consumer = $1 AND ((p.event_id = $2 AND o.event_id = $3) OR (p.event_id = $3 AND o.event_id = $2))`,
+      [consumer, e2?.id, e3?.id],
+    );
+    expect((await parked(consumer)).map((p) => p.event_id)).toEqual([e1?.id, e3?.id, e2?.id]);
+
+    broken = false;
+    const outstanding = { pool: h.pool, parkedTable: table, consumer, aggregateType: 'order' };
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, followMs: 30_000 });
+    expect(report.replayed.map((r) => r.id)).toEqual([e1?.id, e2?.id, e3?.id]);
+    // e2 came back KEY_PARKED (e3 was the head) and was sent again, behind e3.
+    expect(report.resent).toBe(1);
+    expect(report.stillParkedDetail).toEqual([]);
+    expect(await parked(consumer)).toEqual([]);
+    expect((await effects(s)).map((r) => r.reason)).toEqual(['e1', 'e3', 'e2']);
+    expect(router.stats().deadLettered).toBe(4);
+  });
+
   it('dlq:release --head skips exactly one parked event: the key’s next parked event becomes its head and a replay applies the rest in order', async () => {
     const s = await scenario(1);
     const [poison, after1, after2] = await produce(s, [
