@@ -73,7 +73,7 @@ export interface ReplayReport {
   beyondHorizon: number;
   /**
    * Following: replayed events that reached the router before their key's head (they came back as
-   * KEY_PARKED) and were sent again, behind it (at most MAX_EARLY_RESENDS times each).
+   * KEY_PARKED) and were sent again once they were the head (at most MAX_EARLY_RESENDS times each).
    */
   resent: number;
   /**
@@ -210,11 +210,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
           // Past the end it was read at: this replay's event went back to the DLQ. KEY_PARKED: it reached
           // the router before its key's head (the key's dead letters are in the DLQ in another order than
           // its parked rows), so it is sent again, behind the head's replay. Anything else: it failed again.
-          if (follow && pastEnd) {
-            const early = await follow.early(id, key, message);
-            if (early === 'send-again') await send(partition, message, originalTopic, key, true);
-            else if (early === 'failed-again') follow.giveUp(key, 'failed-again', message);
-          }
+          if (follow && pastEnd && !follow.early(id, key, () => send(partition, message, originalTopic, key, true), message)) follow.giveUp(key, 'failed-again', message);
           return;
         }
         seen.add(id);
@@ -245,6 +241,8 @@ class Follow {
   private readonly chased = new Set<string>();
   private readonly given = new Map<string, Pick<StillParked, 'reason' | 'eventId' | 'errorCode'>>();
   private readonly resends = new Map<string, number>();
+  /** Per key: this replay's events that came back before their key's head, by lower-case id, waiting to be sent again. */
+  private readonly waiting = new Map<string, Map<string, () => Promise<void>>>();
 
   constructor(private readonly o: NonNullable<ReplayOptions['outstanding']>) {}
 
@@ -255,6 +253,7 @@ class Follow {
   /** The first reason a key was given up on is the one reported. */
   giveUp(key: string, reason: StillParkedReason, letter: KafkaMessage): void {
     this.chased.delete(key);
+    this.waiting.delete(key);
     if (!this.given.has(key)) this.given.set(key, { reason, eventId: headerText(letter.headers, HEADER.id), errorCode: headerText(letter.headers, DLQ_HEADER.errorCode) });
   }
 
@@ -272,24 +271,50 @@ class Follow {
   }
 
   /**
-   * One of this replay's events came back. `send-again`: only because it reached the router before its
-   * key's head (KEY_PARKED), it is still parked, and it was sent again fewer than MAX_EARLY_RESENDS
-   * times. `done`: it is no longer parked (applied since). `failed-again`: anything else.
+   * One of this replay's events came back. If only because it reached the router before its key's head
+   * (KEY_PARKED) and it was sent again fewer than MAX_EARLY_RESENDS times, it waits (true) until it is
+   * the key's head, and `done()` sends it then (`resend`), behind the events before it. False: it failed
+   * again.
    */
-  async early(id: string, key: string, letter: KafkaMessage): Promise<'send-again' | 'done' | 'failed-again'> {
-    if (!this.chased.has(key) || headerText(letter.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return 'failed-again';
+  early(id: string, key: string, resend: () => Promise<void>, letter: KafkaMessage): boolean {
+    if (!this.chased.has(key) || headerText(letter.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return false;
     const n = this.resends.get(id) ?? 0;
-    if (n >= MAX_EARLY_RESENDS) return 'failed-again';
+    if (n >= MAX_EARLY_RESENDS) return false;
     this.resends.set(id, n + 1);
-    return (await this.parked(key, id)) ? 'send-again' : 'done';
+    const waiting = this.waiting.get(key) ?? new Map<string, () => Promise<void>>();
+    waiting.set(id.toLowerCase(), resend);
+    this.waiting.set(key, waiting);
+    return true;
   }
 
-  /** Drops the released keys; true when no followed key is left. */
+  /** Sends the waiting events that are their key's head now, drops the released keys; true when no followed key is left. */
   async done(): Promise<boolean> {
     if (this.chased.size === 0) return true;
-    const still = new Set(await this.parkedKeys([...this.chased]));
-    for (const key of [...this.chased]) if (!still.has(key)) this.chased.delete(key);
+    const heads = await this.heads([...this.chased]);
+    for (const key of [...this.chased]) {
+      const head = heads.get(key);
+      if (head === undefined) {
+        this.chased.delete(key);
+        this.waiting.delete(key);
+        continue;
+      }
+      const resend = this.waiting.get(key)?.get(head);
+      if (resend) {
+        this.waiting.get(key)?.delete(head);
+        await resend();
+      }
+    }
     return this.chased.size === 0;
+  }
+
+  /** Each key's earliest parked event (lower case), for the keys that have one. */
+  private async heads(keys: string[]): Promise<Map<string, string>> {
+    const { rows } = await this.o.pool.query<{ aggregate_id: string; event_id: string }>(
+      `SELECT DISTINCT ON (aggregate_id) aggregate_id, lower(event_id) AS event_id FROM ${this.o.parkedTable}
+        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) ORDER BY aggregate_id, seq`,
+      [this.o.consumer, this.o.aggregateType, keys],
+    );
+    return new Map(rows.map((r) => [r.aggregate_id, r.event_id]));
   }
 
   async stillParked(): Promise<StillParked[]> {
@@ -316,14 +341,6 @@ class Follow {
       id,
     ]);
     return rows.length > 0;
-  }
-
-  private async parkedKeys(keys: string[]): Promise<string[]> {
-    const { rows } = await this.o.pool.query<{ aggregate_id: string }>(
-      `SELECT DISTINCT aggregate_id FROM ${this.o.parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[])`,
-      [this.o.consumer, this.o.aggregateType, keys],
-    );
-    return rows.map((r) => r.aggregate_id);
   }
 }
 
