@@ -152,7 +152,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const outcome = await fixAndReplay(pool, state, { ...replayContext, olderThanMs: 0, followMs: 30_000 });
       replays.push(outcome);
       endReplays++;
-      say(`fixed ${outcome.fixed} poison events; dlq:replay re-published ${outcome.replayed}${outcome.stillParked.length ? `, still parked: ${outcome.stillParked.join(', ')}` : ''}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
+      say(`fixed ${outcome.fixed} poison events; dlq:replay re-published ${outcome.replayed}${outcome.resent ? ` (${outcome.resent} sent again: they reached the router before their key's head)` : ''}${outcome.stillParked.length ? `, still parked: ${outcome.stillParked.join(', ')}` : ''}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
       if ((await parkedState(pool, run, [])).parkedRows === 0) break;
     }
     await drain(pool, state.committed.size, say);
@@ -257,7 +257,7 @@ async function replayEvery(
   while (!signal.aborted) {
     await sleepUnlessAborted(seconds * 1000, signal);
     if (signal.aborted) return;
-    const outcome = await fixAndReplay(pool, state, { ...context, olderThanMs: 60_000, followMs: 10_000 }).catch((e: Error) => ({ fixed: 0, replayed: 0, stillParked: [], error: e.message }));
+    const outcome = await fixAndReplay(pool, state, { ...context, olderThanMs: 60_000, followMs: 10_000 }).catch((e: Error) => ({ fixed: 0, replayed: 0, resent: 0, stillParked: [], error: e.message }));
     replays.push(outcome);
     say(`fixed ${outcome.fixed} poison events so far; dlq:replay re-published ${outcome.replayed}${outcome.error ? `; failed: ${outcome.error}` : ''}`);
   }
