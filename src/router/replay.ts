@@ -1,20 +1,17 @@
-import { randomUUID } from 'node:crypto';
 import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
-import type { Pool } from 'pg';
 import { OutboxError } from '../errors';
-import { sleep } from '../retry';
 import type { Logger } from '../log';
 import { DEAD_LETTER_HEADERS, REDUCED_HEADER, sanitizeHeaders } from './dead-letter';
 import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { REPLAY_HEADER } from './record-context';
+import { readToEnd } from './dlq-read';
+import { Follow, type OutstandingScope, type StillParked } from './replay-follow';
+
+export { MAX_EARLY_RESENDS, type OutstandingScope, type StillParked, type StillParkedReason } from './replay-follow';
 
 export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
 /** How long a replay follows the keys it replayed until they are released (ReplayOptions.followMs). */
 export const DEFAULT_REPLAY_FOLLOW_MS = 60_000;
-/** How often a following replay checks whether its keys are released. */
-const FOLLOW_POLL_MS = 200;
-/** How often a following replay sends again one event that reached the router before its key's head. */
-export const MAX_EARLY_RESENDS = 5;
 
 export interface ReplayOptions {
   kafka: Kafka;
@@ -28,7 +25,7 @@ export interface ReplayOptions {
    * Only dead letters still outstanding for this consumer: their ids are in the parked table. Without
    * it (`--all`), every matching dead letter is re-published; the inbox skips those applied since.
    */
-  outstanding?: { pool: Pool; parkedTable: string; consumer: string; aggregateType: string };
+  outstanding?: OutstandingScope;
   /**
    * Without `outstanding` (`--all`): dead letters written longer ago than this are left alone
    * (`router.dlqReplayHorizonMs`). An event applied by an earlier replay is recognised only while its
@@ -87,25 +84,6 @@ export interface ReplayReport {
   dryRun: boolean;
 }
 
-/**
- * Why a replay left a key parked:
- * - `failed-again`: one of this replay's events came back to the dead-letter topic (`eventId`, `errorCode`);
- * - `new-failure`: a new dead letter of the key that is not a KEY_PARKED one (a new failure of the key);
- * - `not-replayable`: a dead letter of the key was kept without its value (x-dead-letter-reduced);
- * - `follow-timeout`: `followMs` ran out while the router was still applying the key's events.
- */
-export type StillParkedReason = 'failed-again' | 'new-failure' | 'not-replayable' | 'follow-timeout';
-
-export interface StillParked {
-  key: string;
-  reason: StillParkedReason;
-  /** The dead letter that made the replay give up on the key (not for follow-timeout). */
-  eventId?: string;
-  errorCode?: string;
-  /** The key's earliest parked event and its parked rows, read when the replay returned. */
-  head?: string;
-  parkedRows: number;
-}
 
 /**
  * `outbox dlq:replay`: reads a dead-letter topic from its start to the end it has now and re-publishes
@@ -226,232 +204,4 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   for (const k of report.stillParkedDetail) options.logger?.warn({ event: 'dlq.still-parked', dlqTopic, ...k }, `key ${JSON.stringify(k.key)} still parked: ${k.reason}`);
   if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: report.replayed.length }, 'dead letters replayed');
   return report;
-}
-
-/**
- * With `outstanding`: the keys a replay replayed, followed past the dead-letter topic's end until each
- * is released. The router parks an event of a key that arrives while the key's replayed events are on
- * their way (behind them, to keep the key's order): its dead letter (KEY_PARKED) comes after the end
- * the replay read to, so the replay re-publishes it too, and the key is released once the router
- * catches up. A key is given up on (left parked, reported) when one of this replay's events comes back
- * to the DLQ (it failed again), a new failure of the key is dead-lettered, or a letter of it cannot be
- * replayed.
- */
-class Follow {
-  private readonly chased = new Set<string>();
-  private readonly given = new Map<string, Pick<StillParked, 'reason' | 'eventId' | 'errorCode'>>();
-  private readonly resends = new Map<string, number>();
-  /** Per key: this replay's events that came back before their key's head, by lower-case id, waiting to be sent again. */
-  private readonly waiting = new Map<string, Map<string, () => Promise<void>>>();
-
-  constructor(private readonly o: NonNullable<ReplayOptions['outstanding']>) {}
-
-  chase(key: string): void {
-    if (!this.given.has(key)) this.chased.add(key);
-  }
-
-  /** The first reason a key was given up on is the one reported. */
-  giveUp(key: string, reason: StillParkedReason, letter: KafkaMessage): void {
-    this.chased.delete(key);
-    this.waiting.delete(key);
-    if (!this.given.has(key)) this.given.set(key, { reason, eventId: headerText(letter.headers, HEADER.id), errorCode: headerText(letter.headers, DLQ_HEADER.errorCode) });
-  }
-
-  /** A dead letter not among the outstanding ids read at the start: replayed when it is a parked event of a followed key. */
-  async tail(id: string, key: string, message: KafkaMessage, seen: () => boolean, replay: () => Promise<void>): Promise<void> {
-    if (!this.chased.has(key)) return;
-    if (seen()) return this.giveUp(key, 'failed-again', message);
-    if (headerText(message.headers, REDUCED_HEADER) !== undefined) return this.giveUp(key, 'not-replayable', message);
-    if (headerText(message.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return this.giveUp(key, 'new-failure', message);
-    // The router writes the dead letter, then the parked row: wait a moment for the row.
-    for (let i = 0; i < 40; i++) {
-      if (await this.parked(key, id)) return replay();
-      await sleep(50);
-    }
-  }
-
-  /**
-   * One of this replay's events came back. If only because it reached the router before its key's head
-   * (KEY_PARKED) and it was sent again fewer than MAX_EARLY_RESENDS times, it waits (true) until it is
-   * the key's head, and `done()` sends it then (`resend`), behind the events before it. False: it failed
-   * again.
-   */
-  early(id: string, key: string, resend: () => Promise<void>, letter: KafkaMessage): boolean {
-    if (!this.chased.has(key) || headerText(letter.headers, DLQ_HEADER.errorCode) !== 'KEY_PARKED') return false;
-    const n = this.resends.get(id) ?? 0;
-    if (n >= MAX_EARLY_RESENDS) return false;
-    this.resends.set(id, n + 1);
-    const waiting = this.waiting.get(key) ?? new Map<string, () => Promise<void>>();
-    waiting.set(id.toLowerCase(), resend);
-    this.waiting.set(key, waiting);
-    return true;
-  }
-
-  /** Sends the waiting events that are their key's head now, drops the released keys; true when no followed key is left. */
-  async done(): Promise<boolean> {
-    if (this.chased.size === 0) return true;
-    const heads = await this.heads([...this.chased]);
-    for (const key of [...this.chased]) {
-      const head = heads.get(key);
-      if (head === undefined) {
-        this.chased.delete(key);
-        this.waiting.delete(key);
-        continue;
-      }
-      const resend = this.waiting.get(key)?.get(head);
-      if (resend) {
-        this.waiting.get(key)?.delete(head);
-        await resend();
-      }
-    }
-    return this.chased.size === 0;
-  }
-
-  /** Each key's earliest parked event (lower case), for the keys that have one. */
-  private async heads(keys: string[]): Promise<Map<string, string>> {
-    const { rows } = await this.o.pool.query<{ aggregate_id: string; event_id: string }>(
-      `SELECT DISTINCT ON (aggregate_id) aggregate_id, lower(event_id) AS event_id FROM ${this.o.parkedTable}
-        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) ORDER BY aggregate_id, seq`,
-      [this.o.consumer, this.o.aggregateType, keys],
-    );
-    return new Map(rows.map((r) => [r.aggregate_id, r.event_id]));
-  }
-
-  async stillParked(): Promise<StillParked[]> {
-    const keys = [...this.chased, ...this.given.keys()];
-    if (keys.length === 0) return [];
-    const { rows } = await this.o.pool.query<{ aggregate_id: string; head: string; parked: number }>(
-      `SELECT aggregate_id, (array_agg(event_id ORDER BY seq))[1] AS head, count(*)::int AS parked FROM ${this.o.parkedTable}
-        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) GROUP BY aggregate_id ORDER BY aggregate_id`,
-      [this.o.consumer, this.o.aggregateType, keys],
-    );
-    return rows.map((r) => ({
-      key: r.aggregate_id,
-      ...(this.given.get(r.aggregate_id) ?? { reason: 'follow-timeout' as const }),
-      head: r.head,
-      parkedRows: r.parked,
-    }));
-  }
-
-  private async parked(key: string, id: string): Promise<boolean> {
-    const { rows } = await this.o.pool.query(`SELECT 1 FROM ${this.o.parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND event_id IN ($4, lower($4))`, [
-      this.o.consumer,
-      this.o.aggregateType,
-      key,
-      id,
-    ]);
-    return rows.length > 0;
-  }
-}
-
-/**
- * Reads each partition from its start up to the end recorded before reading (new dead letters wait for
- * the next replay), handing each record to `each` in partition order before fetching more. Gives up
- * (DLQ_UNAVAILABLE) when no record arrived for `timeoutMs`: a broker problem, not a large topic.
- *
- * With `follow`, it goes on past those ends once every partition reached its end, handing on the new
- * records too, until `follow.done()` (checked every FOLLOW_POLL_MS) or `followMs` has passed.
- *
- * The consumer is only disconnected once `run()` has returned, i.e. its group join finished or crashed:
- * kafkajs's `stop()` does nothing to a runner still joining, so a disconnect during the join would let
- * the join go on over closed connections, crash with a retriable error and be restarted by kafkajs (a
- * consumer left running after the replay returned). And once the replay is closing, a crash is never
- * restarted (`restartOnFailure`); before that, kafkajs restarts a retriable crash as usual.
- */
-async function readToEnd(
-  kafka: Kafka,
-  topic: string,
-  ends: Map<number, bigint>,
-  timeoutMs: number,
-  each: (partition: number, message: KafkaMessage) => Promise<void>,
-  follow?: { done(): Promise<boolean>; followMs: number },
-): Promise<void> {
-  const groupId = `outbox-dlq-replay-${randomUUID()}`;
-  let closing = false;
-  // read_committed, as the router reads (the dead-letter topic is written without transactions today).
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, readUncommitted: false, retry: { retries: 5, restartOnFailure: async () => !closing } });
-  const remaining = new Set(ends.keys());
-  let running: Promise<void> | undefined;
-  let poller: NodeJS.Timeout | undefined;
-  await consumer.connect();
-  try {
-    await consumer.subscribe({ topics: [topic], fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      let failed = false;
-      let finished = false;
-      const fail = (error: unknown) => {
-        failed = true;
-        clearTimeout(timer);
-        clearTimeout(poller);
-        reject(error);
-      };
-      const finish = () => {
-        finished = true;
-        clearTimeout(timer);
-        clearTimeout(poller);
-        resolve();
-      };
-      const arm = () => {
-        clearTimeout(timer);
-        if (remaining.size === 0) return; // following: waiting for new records is no broker problem
-        timer = setTimeout(
-          () => fail(new OutboxError('DLQ_UNAVAILABLE', `Reading ${topic} made no progress for ${timeoutMs} ms (--timeout-ms); check the brokers (outbox status).`, { retriable: true })),
-          timeoutMs,
-        );
-      };
-      const reachedEnds = () => {
-        if (!follow) return finish();
-        clearTimeout(timer);
-        const until = Date.now() + follow.followMs;
-        const poll = () => {
-          poller = setTimeout(() => {
-            follow
-              .done()
-              .then((done) => (failed || finished ? undefined : done || Date.now() >= until ? finish() : poll()))
-              .catch(fail);
-          }, FOLLOW_POLL_MS);
-        };
-        poll();
-      };
-      arm();
-      running = consumer.run({
-        autoCommit: false,
-        eachBatch: async ({ batch, heartbeat }) => {
-          const end = ends.get(batch.partition) ?? (follow ? 0n : undefined);
-          if (end === undefined || failed || finished || (!follow && !remaining.has(batch.partition))) return;
-          arm();
-          try {
-            for (const message of batch.messages) {
-              // Following, records past the end are handed on too: kafkajs would not fetch them again.
-              if (BigInt(message.offset) >= end && !follow) break;
-              await each(batch.partition, message);
-              if (failed || finished) return;
-              arm();
-              await heartbeat();
-            }
-          } catch (error) {
-            fail(error);
-            return;
-          }
-          if (!remaining.has(batch.partition)) return;
-          // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
-          if (BigInt(batch.messages.at(-1)?.offset ?? '-1') >= end - 1n) remaining.delete(batch.partition);
-          if (remaining.size === 0) reachedEnds();
-        },
-      });
-      running.catch(fail);
-    });
-  } finally {
-    closing = true;
-    clearTimeout(poller);
-    await running?.catch(() => {});
-    await consumer.disconnect().catch(() => {});
-    const admin = kafka.admin();
-    await admin
-      .connect()
-      .then(() => admin.deleteGroups([groupId]))
-      .catch(() => {})
-      .finally(() => admin.disconnect().catch(() => {}));
-  }
 }
