@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import { DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { sleep } from '../retry';
 import { REDUCED_HEADER } from './dead-letter';
+import { ParkedKeys } from './parked';
 
 /** How often a following replay sends again one event that reached the router before its key's head. */
 export const MAX_EARLY_RESENDS = 5;
@@ -114,14 +115,10 @@ export class Follow {
     return this.chased.size === 0;
   }
 
-  /** Each key's earliest parked event (lower case), for the keys that have one. */
+  /** Each key's earliest parked event (lower case), for the keys that have one: the router's own head query. */
   private async heads(keys: string[]): Promise<Map<string, string>> {
-    const { rows } = await this.o.pool.query<{ aggregate_id: string; event_id: string }>(
-      `SELECT DISTINCT ON (aggregate_id) aggregate_id, lower(event_id) AS event_id FROM ${this.o.parkedTable}
-        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) ORDER BY aggregate_id, seq`,
-      [this.o.consumer, this.o.aggregateType, keys],
-    );
-    return new Map(rows.map((r) => [r.aggregate_id, r.event_id]));
+    const { rows } = await this.o.pool.query<{ aggregate_id: string; event_id: string }>(ParkedKeys.headsQuery(this.o.parkedTable), [this.o.consumer, this.o.aggregateType, keys]);
+    return new Map(rows.map((r) => [r.aggregate_id, r.event_id.toLowerCase()]));
   }
 
   async stillParked(): Promise<StillParked[]> {
