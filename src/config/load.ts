@@ -64,14 +64,32 @@ function readConfigFile(path: string): Tree {
   } catch (error) {
     throw new OutboxError('CONFIG_FILE_INVALID', `Cannot read the config file ${path}: ${(error as Error).message}. Check the --config path.`, { cause: error });
   }
+  let parsed: unknown;
   try {
-    const parsed: unknown = parseYaml(text);
-    if (parsed === null || parsed === undefined) return {};
-    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('the top level must be a mapping of sections (database, outbox, connector, …)');
-    return parsed as Tree;
+    parsed = parseYaml(text);
   } catch (error) {
-    throw new OutboxError('CONFIG_FILE_INVALID', `The config file ${path} is not valid JSON or YAML: ${(error as Error).message}.`, { cause: error });
+    // No cause: the parser's error (its message and stack, which --log-level debug would print) quotes
+    // the offending line, and a line of a config file may well hold a password.
+    throw new OutboxError('CONFIG_FILE_INVALID', `The config file ${path} is not valid JSON or YAML: ${syntaxErrorText(error)}. Fix the syntax there.`);
   }
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new OutboxError('CONFIG_FILE_INVALID', `The config file ${path} is not valid JSON or YAML: the top level must be a mapping of sections (database, outbox, connector, …).`);
+  }
+  return parsed as Tree;
+}
+
+/**
+ * The parser's reason and position without the content: the yaml library appends a code frame (the
+ * offending line and a caret) to its message, cut here at the position it names.
+ */
+function syntaxErrorText(error: unknown): string {
+  const { message, code, linePos } = error as { message?: unknown; code?: unknown; linePos?: ReadonlyArray<{ line: number; col: number }> };
+  const text = typeof message === 'string' ? message : String(error);
+  const position = linePos?.[0] ? ` at line ${linePos[0].line}, column ${linePos[0].col}` : '';
+  const cut = text.search(/ at line \d+, column \d+/);
+  const reason = (cut >= 0 ? text.slice(0, cut) : text.split('\n')[0]!).trim();
+  return `${reason}${typeof code === 'string' ? ` (${code})` : ''}${position}`;
 }
 
 /**

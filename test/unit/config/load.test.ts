@@ -271,6 +271,18 @@ describe('config files that cannot be used', () => {
     expect(error.message).toContain(path);
   });
 
+  it('a syntax error names the line and column but never echoes the line (it may hold a password)', () => {
+    const path = file('secret.yaml', 'database:\n  host: db.internal\n  password: hunter2-s3cret: oops\n');
+    const error = configError({ file: path, env: {} });
+    expect(error.code).toBe('CONFIG_FILE_INVALID');
+    expect(error.message).toContain(path);
+    expect(error.message).toContain('at line 3, column');
+    expect(error.message).not.toContain('hunter2');
+    // --log-level debug prints the cause's stack: the parser's error quotes the line, so there is none.
+    expect(error.cause).toBeUndefined();
+    expect(JSON.stringify(error.details ?? {})).not.toContain('hunter2');
+  });
+
   it('an empty file means defaults', () => {
     expect(loadConfig({ file: file('empty.yaml', ''), env: {} }).database.port).toBe(55432);
   });
