@@ -112,8 +112,10 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   const { slot, preSlotRows } = await readDatabaseSide(config, desired, slotName);
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
-  const topics = await topicFindings(config, options.topicAdmin);
+  const topics = await topicFindings(config, options.topicAdmin, Number(desired['topic.creation.default.replication.factor'] ?? -1));
   if (topics.warning) log?.warn({ step: 'guard' }, topics.warning);
+  if (topics.durability) log?.warn({ step: 'guard' }, topics.durability);
+  const topicWarnings = [topics.warning, topics.durability].filter((w): w is string => w !== undefined);
 
   const current = await client.getConfig(name);
   const diff = diffConfigs(current, desired);
@@ -125,7 +127,7 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     overridden,
     elapsedMs: Date.now() - started,
     ...extra,
-    ...(topics.warning ? { warnings: [...(extra.warnings ?? []), topics.warning] } : {}),
+    ...(topicWarnings.length ? { warnings: [...(extra.warnings ?? []), ...topicWarnings] } : {}),
   });
   const deployment: Deployment = {
     config,

@@ -89,6 +89,8 @@ describe('deployConnector on the real stack', () => {
     expect(stored?.['database.password']).toBe('${env:OUTBOX_CDC_PASSWORD}');
     expect(JSON.stringify(stored)).not.toContain(config.roles.cdcPassword as string);
     expect(await slotRow(config.connector.slotName)).toMatchObject({ active: true });
+    // The stack has one broker and the topics replication factor 1: the deploy says so, loudly.
+    expect(result.warnings?.find((w) => w.startsWith('EVENTS WOULD LIVE ON ONE COPY'))).toContain('has 1 broker(s)');
   });
 
   it('writes nothing when redeploying the same config, and says so', async () => {

@@ -1,6 +1,6 @@
 /** src/connector/topic-guard.ts: existing event and dead-letter topics that compact. Fakes the Kafka admin (a boundary). */
 import { ConfigResourceTypes } from 'kafkajs';
-import { compactedFindings, findCompactedTopics, type TopicAdmin } from '../../../src/connector/topic-guard';
+import { compactedFindings, durabilityWarning, findCompactedTopics, type TopicAdmin } from '../../../src/connector/topic-guard';
 import { topicNames } from '../../../src/topics';
 
 function fakeAdmin(policies: Record<string, string>): TopicAdmin & { asked: string[] } {
@@ -52,5 +52,27 @@ describe('existing topics with a compacting cleanup.policy', () => {
     const admin = fakeAdmin({ 'other.topic': 'compact' });
     expect(await findCompactedTopics(admin, 'outbox.event.${routedByValue}')).toEqual([]);
     expect(admin.asked).toEqual([]);
+  });
+});
+
+describe('the durability warning of a deploy', () => {
+  const bootstrap = 'k1:9092';
+  it('is silent with three brokers and topics at replication factor 3 (or the broker default there)', () => {
+    expect(durabilityWarning({ brokers: 3, replicationFactor: 3, cleanupOn: true, bootstrap })).toBeUndefined();
+    expect(durabilityWarning({ brokers: 5, replicationFactor: -1, cleanupOn: true, bootstrap })).toBeUndefined();
+  });
+
+  it('names one copy, the broker count and the cleanup on a one-broker cluster', () => {
+    const w = durabilityWarning({ brokers: 1, replicationFactor: 1, cleanupOn: true, bootstrap });
+    expect(w).toMatch(/^EVENTS WOULD LIVE ON ONE COPY: the Kafka cluster at k1:9092 has 1 broker\(s\)/);
+    expect(w).toContain('outbox cleanup');
+    expect(w).toContain('--replication-factor 3');
+  });
+
+  it('counts the copies a replication factor below the broker count leaves, and leaves the cleanup out when it is off', () => {
+    const w = durabilityWarning({ brokers: 3, replicationFactor: 1, cleanupOn: false, bootstrap });
+    expect(w).toMatch(/ONE COPY: .* has 3 broker\(s\) and the connector creates its topics with replication factor 1/);
+    expect(w).not.toContain('outbox cleanup');
+    expect(durabilityWarning({ brokers: 2, replicationFactor: -1, cleanupOn: true, bootstrap })).toMatch(/^EVENTS WOULD LIVE ON 2 COPIES/);
   });
 });
