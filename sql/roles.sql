@@ -20,8 +20,9 @@ END $$;
 -- tables, so what follows is exactly what each role has. One transaction: no moment without the grants
 -- below. Revoking a table privilege revokes the column privileges of that table too.
 REVOKE ALL ON ${outbox}, ${inbox}, ${parked}, ${heartbeat}, ${migrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
-REVOKE ALL ON ${outboxCleanupMarks}, ${outboxCleanupSlots} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON ${outboxCleanupMarks}, ${outboxCleanupSlots}, ${outboxCleanupRegistrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON FUNCTION ${outboxCleanupFunction}(text, integer) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON FUNCTION ${outboxCleanupBelowFloorFunction}(text, integer, boolean) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON SEQUENCE ${parkedSequence} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE CREATE ON SCHEMA ${schema} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE CREATE ON DATABASE ${database} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
@@ -50,8 +51,11 @@ GRANT pg_monitor TO ${monitorRole};
 GRANT USAGE ON SCHEMA ${schema} TO ${monitorRole};
 GRANT SELECT (created_at, published_at) ON ${outbox} TO ${monitorRole};
 -- …and runs the outbox cleanup under CDC (migration 011): a SECURITY DEFINER function that deletes only
--- rows the slot has confirmed.
+-- rows the slot has confirmed. Under CDC "waiting" is "not confirmed by the slot yet" (migration 012):
+-- the writing transaction's id and the cleanup's per-slot positions, still nothing of the payload.
 GRANT EXECUTE ON FUNCTION ${outboxCleanupFunction}(text, integer) TO ${monitorRole};
+GRANT SELECT (tx_id) ON ${outbox} TO ${monitorRole};
+GRANT SELECT (slot_name, floor_tx_id, safe_xmin) ON ${outboxCleanupSlots} TO ${monitorRole};
 
 -- Router: records applied events in the inbox (INSERT … ON CONFLICT DO NOTHING RETURNING) and prunes
 -- the rows past router.inboxRetentionMs (DELETE), and parks, lists and releases dead-lettered keys

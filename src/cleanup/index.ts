@@ -1,1 +1,11 @@
-export { runOutboxCleanup, type OutboxCleanupOptions, type OutboxCleanupRun } from './outbox-cleanup';
+export {
+  describeRefusal,
+  registerCleanupSlot,
+  runBelowFloorCleanup,
+  runOutboxCleanup,
+  type BelowFloorOptions,
+  type BelowFloorRun,
+  type CleanupRefusal,
+  type OutboxCleanupOptions,
+  type OutboxCleanupRun,
+} from './outbox-cleanup';

@@ -1,5 +1,7 @@
 import { Command } from 'commander';
-import { runOutboxCleanup } from '../cleanup';
+import { describeRefusal, runBelowFloorCleanup, runOutboxCleanup, type BelowFloorRun } from '../cleanup';
+import type { OutboxConfig } from '../config';
+import { OutboxError } from '../errors';
 import { switchToRelay } from '../connector';
 import { watchdogDatabase } from '../watchdog';
 import { createPool } from '../db';
@@ -30,10 +32,20 @@ function cleanupCommand(): Command {
     .option('--interval-ms <ms>', `without --once, run again this long after each run ${defaultOf('watchdog.outboxCleanup.intervalMs')}`)
     .option('--once', 'one run, then exit (for cron)', false)
     .option('--json', 'print each run as a JSON line', false)
+    .option(
+      '--below-floor',
+      "the one-off for rows the cleanup can never prove read (below the slot's floor: written before the slot, before migration 011, or before a re-created slot); " +
+        'refused unless the registered slot streams (it has confirmed a mark); needs --dry-run (count them) or --yes (you vouch they were streamed or are not needed); as database.user',
+      false,
+    )
+    .option('--dry-run', 'with --below-floor: count the rows, delete nothing', false)
+    .option('--yes', 'with --below-floor: delete them', false)
     .action(
-      action(async (opts: { once: boolean; json: boolean }, command: Command) => {
+      action(async (opts: { once: boolean; json: boolean; belowFloor: boolean; dryRun: boolean; yes: boolean }, command: Command) => {
         const log = loggerFor(command);
         const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS);
+        if (opts.belowFloor) return belowFloor(config, opts);
+        if (opts.dryRun || opts.yes) throw new OutboxError('CONFIG_INVALID', 'outbox:cleanup: --dry-run and --yes belong to --below-floor; the regular cleanup deletes only what the slot confirmed and needs neither.');
         const settings = config.watchdog.outboxCleanup;
         const database = watchdogDatabase(config);
         const pool = createPool(database, { max: 1, application_name: 'outbox-cleanup' });
@@ -41,7 +53,10 @@ function cleanupCommand(): Command {
           await runOnceOrEvery(
             async (signal) => {
               const report = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize: settings.batchSize, maxBatches: settings.maxBatches, signal });
-              const text = !report.slotFound
+              const refusal = describeRefusal(report);
+              const text = refusal
+                ? `outbox:cleanup: nothing deleted: ${refusal}\n`
+                : !report.slotFound
                 ? `outbox:cleanup: no logical slot ${report.slotName} in ${database.database}: nothing deleted\n`
                 : `outbox:cleanup: deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}\n`;
               process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : text);
@@ -53,6 +68,40 @@ function cleanupCommand(): Command {
         }
       }),
     );
+}
+
+const BELOW_FLOOR_REFUSALS: Record<NonNullable<BelowFloorRun['refused']>, string> = {
+  unregistered: 'the slot is not registered for the cleanup (connector:deploy registers it; docs/operations.md)',
+  'no-slot': 'the slot does not exist, so nothing shows that the connector streams',
+  'no-confirmed-mark': 'the cleanup has not yet seen the slot confirm a mark (the connector is not streaming, or the cleanup has not run twice since the slot was registered or re-created): run `outbox outbox:cleanup --once` again once the connector streams',
+};
+
+/** `outbox:cleanup --below-floor`: after one regular run (which records what it sees of the slot), the guarded one-off, as the admin. */
+async function belowFloor(config: OutboxConfig, opts: { json: boolean; dryRun: boolean; yes: boolean }): Promise<void> {
+  if (opts.dryRun === opts.yes) {
+    throw new OutboxError(
+      'CONFIG_INVALID',
+      'outbox:cleanup --below-floor deletes rows the cleanup cannot prove the connector read: add --dry-run to count them first, then --yes once you know they were streamed ' +
+        '(the connector ran throughout) or are not needed (docs/operations.md, "Outbox cleanup under CDC").',
+    );
+  }
+  const pool = createPool(config.database, { max: 1, application_name: 'outbox-cleanup' });
+  try {
+    const { batchSize } = config.watchdog.outboxCleanup;
+    const regular = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize, maxBatches: config.watchdog.outboxCleanup.maxBatches });
+    const report = await runBelowFloorCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize, dryRun: opts.dryRun });
+    if (opts.json) process.stdout.write(`${JSON.stringify({ ...report, regular })}\n`);
+    else if (report.refused) process.stdout.write(`outbox:cleanup --below-floor: nothing ${opts.dryRun ? 'counted' : 'deleted'}: ${BELOW_FLOOR_REFUSALS[report.refused]}.\n`);
+    else {
+      process.stdout.write(
+        `outbox:cleanup --below-floor${opts.dryRun ? ' (dry run)' : ''}: ${report.rows} row(s) below the floor of slot ${report.slotName} (tx_id NULL or below ${report.boundTxId}) ${opts.dryRun ? 'would be' : 'were'} deleted` +
+          `${opts.dryRun ? '' : ` in ${report.batches} statement(s)`}; the regular run before it deleted ${regular.deleted}.\n`,
+      );
+    }
+    if (report.refused) process.exitCode = 1;
+  } finally {
+    await pool.end().catch(() => {});
+  }
 }
 
 /** `outbox outbox:switch-to-relay`: hand a CDC outbox to the polling relay without publishing the CDC era again. */

@@ -2,7 +2,7 @@ import type { Client } from 'pg';
 import type { OutboxConfig } from '../config';
 import { clientConfig, pgCode, withClient } from '../db';
 import { OutboxError } from '../errors';
-import { outboxCleanupTables } from '../provision/sql-files';
+import { outboxCleanupRegistrations, outboxCleanupTables } from '../provision/sql-files';
 import { quoteIdent } from './escape';
 import { sleep } from '../retry';
 import { checkPublication } from './publication-check';
@@ -85,11 +85,13 @@ export function prerequisiteError(config: OutboxConfig, missing: string[]): Outb
  * True if it was dropped, false if it did not exist.
  */
 /**
- * Forgets the outbox cleanup's floor and marks of a dropped slot (migration 011), so a slot created
- * later under the same name starts from a new floor. A database provisioned before 011 has neither table.
+ * Forgets the outbox cleanup's floor and marks of a dropped or replaced slot (migration 011), so the slot
+ * it streams from next starts from a new floor; `unregister` also withdraws its registration (012), for a
+ * slot no connector of ours uses any more. A database provisioned before 011 (012) has no such table.
  */
-export async function forgetCleanupState(client: Client, outbox: { schema: string; table: string }, slotName: string): Promise<void> {
-  for (const name of Object.values(outboxCleanupTables(outbox))) {
+export async function forgetCleanupState(client: Pick<Client, 'query'>, outbox: { schema: string; table: string }, slotName: string, o: { unregister?: boolean } = {}): Promise<void> {
+  const tables = [...Object.values(outboxCleanupTables(outbox)), ...(o.unregister ? [outboxCleanupRegistrations(outbox)] : [])];
+  for (const name of tables) {
     const { rows } = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [name]);
     if (rows[0]?.t) await client.query(`DELETE FROM ${name} WHERE slot_name = $1`, [slotName]);
   }

@@ -5,8 +5,8 @@ import { desiredConnectorConfig, type DesiredConnectorOptions, type ConnectorCon
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
-import { runOutboxCleanup } from '../cleanup';
-import { countUnpublishedRows, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { registerCleanupSlot, runOutboxCleanup } from '../cleanup';
+import { countUnpublishedRows, forgetCleanupState, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
 import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
@@ -143,7 +143,11 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     storedOffset: async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string),
   };
 
-  if (diff.unchanged) return result('unchanged', await checkUnchanged(deployment, current as Record<string, string>));
+  if (diff.unchanged) {
+    const unchanged = result('unchanged', await checkUnchanged(deployment, current as Record<string, string>));
+    await registerCleanupFloor(config, slotName, log); // a deployment from before migration 012 gets registered too
+    return unchanged;
+  }
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
   for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
 
@@ -196,18 +200,31 @@ async function clearForResnapshot(
 }
 
 /**
- * The outbox cleanup deletes only rows above the floor it records when it first sees a slot (migration
- * 011): rows committed before the slot existed were never read. Recording it now, with the slot just
- * created, keeps that floor next to the slot's start, so the rows written between the deploy and the
- * watchdog's first run are cleaned too. One cleanup batch of one row does it; a database provisioned
- * before 011 has no cleanup, which is not the deploy's concern.
+ * The outbox cleanup accepts only a registered slot as proof (migration 012): register the connector's.
+ * It deletes only rows above the floor it records when it first sees a slot (migration 011): rows
+ * committed before the slot existed were never read. Recording it now, with the slot just created,
+ * keeps that floor next to the slot's start, so the rows written between the deploy and the watchdog's
+ * first run are cleaned too. One cleanup batch of one row does it; a database provisioned before
+ * 011/012 has no cleanup, which is not the deploy's concern.
  */
 async function registerCleanupFloor(config: OutboxConfig, slotName: string, log: Logger | undefined): Promise<void> {
   try {
-    await withAdmin(config, (db) => runOutboxCleanup(db, { outbox: config.outbox, slotName, batchSize: 1, maxBatches: 1 }));
+    await withAdmin(config, async (db) => {
+      await registerCleanupSlot(db, config.outbox, slotName, 'connector:deploy');
+      await runOutboxCleanup(db, { outbox: config.outbox, slotName, batchSize: 1, maxBatches: 1 });
+    });
   } catch (error) {
     log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not register the slot with the outbox cleanup (run db:provision); the watchdog registers it on its first run');
   }
+}
+
+/**
+ * An offset reset means the slot and the stored offset disagreed (no slot, or a slot ahead of the offset:
+ * replaced or advanced by someone else): the slot may not be the one the cleanup's floor was recorded
+ * for, so forget its floor and marks (migration 012 explains why positions cannot tell).
+ */
+async function forgetSlotState(config: OutboxConfig, slotName: string): Promise<void> {
+  await withAdmin(config, (db) => forgetCleanupState(db, config.outbox, slotName));
 }
 
 /** Connect's validation message for `exactly.once.support=required` on a worker without EOS (Kafka 3.3 to 4.3: AbstractHerder). */
@@ -312,6 +329,7 @@ async function updateExisting(
     await client.stop(name);
     await waitForState(client, name, 'STOPPED', config.connector.deployTimeoutMs);
     await client.resetOffsets(name);
+    await forgetSlotState(config, desired['slot.name'] as string);
   }
   await client.putConfig(name, desired);
   if (resetOffsets) await client.resume(name);
@@ -341,7 +359,10 @@ async function createStoppedThenResume(d: Deployment): Promise<void> {
     leftover = await d.storedOffset();
     const findings = d.guard({ connector: 'absent', offset: leftover });
     if (!accept(d, findings)) throw refuse(name, findings, true);
-    if (d.resetOffsets) await client.resetOffsets(name);
+    if (d.resetOffsets) {
+      await client.resetOffsets(name);
+      await forgetSlotState(d.config, desired['slot.name'] as string);
+    }
     await client.resume(name);
   } catch (error) {
     // Never leave a half-made, STOPPED connector behind: the next deploy would find it "unchanged".

@@ -187,7 +187,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
   if (options.dropSlot) {
     await withAdmin(config, async (db) => {
       result.slotDropped = await dropSlot(db, slotName, timeoutMs);
-      await forgetCleanupState(db, config.outbox, slotName);
+      await forgetCleanupState(db, config.outbox, slotName, { unregister: true });
       if (!options.keepPublication) result.publicationDropped = await dropPublication(db, config.outbox.publication);
     });
     options.log?.info({ step: 'delete' }, `slot ${slotName} ${result.slotDropped ? 'dropped' : 'was absent'}; publication ${config.outbox.publication} ${result.publicationDropped ? 'dropped' : 'was absent'}`);

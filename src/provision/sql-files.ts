@@ -104,6 +104,16 @@ export function outboxCleanupFunctionName(outbox: { schema: string; table: strin
   return qualified(outbox.schema, derivedName(outbox.table, '_cleanup'));
 }
 
+/** The one-off for rows below a slot's floor (migration 012), escaped and schema-qualified. */
+export function outboxCleanupBelowFloorFunctionName(outbox: { schema: string; table: string }): string {
+  return qualified(outbox.schema, derivedName(outbox.table, '_cleanup_below_floor'));
+}
+
+/** The slots the CDC cleanup accepts as proof (migration 012): connector:deploy registers its slot here. */
+export function outboxCleanupRegistrations(outbox: { schema: string; table: string }): string {
+  return qualified(outbox.schema, derivedName(outbox.table, '_cleanup_registrations'));
+}
+
 /** The CDC cleanup's bookkeeping tables of migration 011 (marks, and per slot its floor), escaped and schema-qualified. */
 export function outboxCleanupTables(outbox: { schema: string; table: string }): { marks: string; slots: string } {
   return { marks: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_marks')), slots: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_slots')) };
@@ -125,6 +135,9 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outboxCleanupMarks: outboxCleanupTables(outbox).marks,
     outboxCleanupSlots: outboxCleanupTables(outbox).slots,
     outboxCleanupFunction: outboxCleanupFunctionName(outbox),
+    outboxCleanupBelowFloorFunction: outboxCleanupBelowFloorFunctionName(outbox),
+    outboxCleanupRegistrations: outboxCleanupRegistrations(outbox),
+    outboxTxIdIndex: escapeIdentifier(derivedName(outbox.table, '_tx_id_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
     inboxProcessedIndex: escapeIdentifier(derivedName(outbox.inboxTable, '_processed_idx')),

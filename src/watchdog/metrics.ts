@@ -72,7 +72,7 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
   ];
   let outboxLabels: Record<string, string> | null = null;
 
-  const cleanupRuns = new Counter({ name: 'outbox_cleanup_runs_total', help: 'Outbox cleanup runs under CDC by outcome (ok, no_slot, failed).', labelNames: ['cluster', 'outcome'], registers });
+  const cleanupRuns = new Counter({ name: 'outbox_cleanup_runs_total', help: 'Outbox cleanup runs under CDC by outcome (ok, no_slot, unregistered, recreated, statistics_missing, failed).', labelNames: ['cluster', 'outcome'], registers });
   const cleanupDeleted = new Counter({ name: 'outbox_cleanup_deleted_rows_total', help: 'Outbox rows deleted by the cleanup after the connector slot confirmed them.', labelNames: ['cluster'], registers });
   const cleanupLastSuccess = g('outbox_cleanup_last_success_timestamp_seconds', 'When the last outbox cleanup run that found the slot ended (unix time).', ['cluster']);
   const cleanupSafeMark = g('outbox_cleanup_safe_mark_timestamp_seconds', 'When the newest mark the slot has confirmed was taken: rows of transactions that ended before it are deleted (unix time).', ['cluster']);
@@ -110,9 +110,9 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
       known = now;
     },
     recordCleanup(run) {
-      const outcome = run === null ? 'failed' : run.slotFound ? 'ok' : 'no_slot';
+      const outcome = run === null ? 'failed' : run.refused ? run.refused.replace('-', '_') : run.slotFound ? 'ok' : 'no_slot';
       cleanupRuns.inc({ cluster, outcome });
-      if (!run?.slotFound) return;
+      if (!run?.slotFound || run.refused === 'unregistered') return;
       cleanupDeleted.inc({ cluster }, run.deleted);
       cleanupLastSuccess.set({ cluster }, Date.now() / 1000);
       if (run.safeTakenAt) cleanupSafeMark.set({ cluster }, Date.parse(run.safeTakenAt) / 1000);

@@ -4,7 +4,7 @@
  * the connector (watchConnector): the slot it checks against is connector.slotName.
  */
 import type { Pool } from 'pg';
-import { runOutboxCleanup, type OutboxCleanupRun } from '../cleanup';
+import { describeRefusal, runOutboxCleanup, type OutboxCleanupRun } from '../cleanup';
 import type { OutboxConfig } from '../config';
 import { createPool, pgCode } from '../db';
 import { isOutboxError } from '../errors';
@@ -52,7 +52,9 @@ export function createCleanupLoop(options: { config: OutboxConfig; database: Out
     state.lastRun = run;
     state.lastError = null;
     metrics.recordCleanup(run);
-    if (!run.slotFound) log?.warn({ slot: run.slotName }, 'outbox cleanup: the connector slot does not exist here, so nothing was deleted');
+    const refusal = describeRefusal(run);
+    if (refusal) log?.warn({ slot: run.slotName, refused: run.refused }, `outbox cleanup: ${refusal}`);
+    else if (!run.slotFound) log?.warn({ slot: run.slotName }, 'outbox cleanup: the connector slot does not exist here, so nothing was deleted');
     else log?.[run.deleted > 0 ? 'info' : 'debug']({ ...run }, `outbox cleanup: ${run.deleted} row(s) the slot has confirmed deleted`);
   };
 

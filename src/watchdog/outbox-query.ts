@@ -14,13 +14,20 @@
  *    min() is one index probe; the count walks at most `cap` + 1 index entries, so its cost is bounded
  *    whatever the backlog.
  *
- * Under CDC the relay's bookkeeping columns stay NULL, so "waiting" means "not cleaned up yet": the
- * oldest row of the table and, capped, how many rows it holds. Under the polling relay it is the
- * unpublished backlog. created_at is the writing transaction's start (never a commit order), which is
- * exact enough for an age measured in minutes.
+ * Under CDC (`cdcSlot` given) the relay's bookkeeping columns stay NULL, so "waiting" means "not
+ * confirmed by the slot yet": rows of transactions at or after the newest mark the slot confirmed (its
+ * snapshot_xmin, which the cleanup stores per slot, migration 012), or at or above the slot's floor
+ * before any mark. Rows below that are read (and go at the next cleanup batches) or below the floor (the
+ * cleanup cannot prove them read; `outbox outbox:cleanup --below-floor`): neither is a backlog. The
+ * oldest is found through the (tx_id) WHERE published_at IS NULL index: the row of the lowest such tx_id,
+ * one probe (xids are assigned at a transaction's first write, so this is the oldest writer up to the
+ * length of a transaction). With no cleanup state for the slot (no cleanup has run), every row waits.
+ * Under the polling relay it is the unpublished backlog. created_at is the writing transaction's start
+ * (never a commit order), which is exact enough for an age measured in minutes.
  */
 import type { Client, PoolClient } from 'pg';
 import { pgCode, qualified } from '../db';
+import { outboxCleanupTables } from '../provision/sql-files';
 
 type Queryable = Pick<Client | PoolClient, 'query'>;
 
@@ -60,6 +67,8 @@ export interface SampleOutboxOptions {
   table: string;
   /** Count waiting rows up to this many; 0 = do not count (the watchdog's poll stays one index probe). */
   backlogCap?: number;
+  /** CDC: the connector's slot; waiting then means "not confirmed by this slot yet" (see above). */
+  cdcSlot?: string;
 }
 
 export const outboxStatsSql = `
@@ -79,13 +88,34 @@ export const outboxPendingSql = (table: string, count: boolean): string => `
 SELECT COALESCE(extract(epoch FROM now() - (SELECT min(created_at) FROM ${table} WHERE published_at IS NULL)), 0)::float8 AS oldest_age_s,
        ${count ? `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE published_at IS NULL LIMIT $1::bigint + 1) w)` : 'NULL'}::float8 AS pending`;
 
+/**
+ * Under CDC: `$1` is the slot, `$2` the cap; `${slots}` the cleanup's per-slot table. Without a row for the slot the
+ * plain query's answer; with one, the rows at or after the slot's confirmed position.
+ */
+export const outboxCdcPendingSql = (table: string, slots: string, count: boolean): string => `
+WITH w AS (SELECT COALESCE(s.safe_xmin, s.floor_tx_id) AS from_tx FROM ${slots} s WHERE s.slot_name = $1::text)
+SELECT CASE WHEN (SELECT from_tx FROM w) IS NULL
+            THEN COALESCE(extract(epoch FROM now() - (SELECT min(created_at) FROM ${table} WHERE published_at IS NULL)), 0)
+            ELSE COALESCE(extract(epoch FROM now() - (SELECT o.created_at FROM ${table} o WHERE o.published_at IS NULL AND o.tx_id >= (SELECT from_tx FROM w) ORDER BY o.tx_id LIMIT 1)), 0)
+       END::float8 AS oldest_age_s,
+       ${
+         count
+           ? `CASE WHEN (SELECT from_tx FROM w) IS NULL
+            THEN (SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE published_at IS NULL LIMIT $2::bigint + 1) a)
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${table} o WHERE o.published_at IS NULL AND o.tx_id >= (SELECT from_tx FROM w) LIMIT $2::bigint + 1) b)
+       END`
+           : 'NULL'
+       }::float8 AS pending`;
+
 const num = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
 
 /** The oldest waiting row's age and the capped count (the relay's gauges). Throws what the query throws. */
 export async function readPending(client: Queryable, options: SampleOutboxOptions): Promise<Pick<OutboxTableSample, 'oldestPendingAgeSeconds' | 'pendingRows' | 'pendingCapped'>> {
   const cap = options.backlogCap ?? 0;
   const table = qualified(options.schema, options.table);
-  const { rows } = await client.query(outboxPendingSql(table, cap > 0), cap > 0 ? [cap] : []);
+  const { rows } = options.cdcSlot
+    ? await client.query(outboxCdcPendingSql(table, outboxCleanupTables(options).slots, cap > 0), cap > 0 ? [options.cdcSlot, cap] : [options.cdcSlot])
+    : await client.query(outboxPendingSql(table, cap > 0), cap > 0 ? [cap] : []);
   const row = (rows[0] ?? {}) as Record<string, unknown>;
   const pending = num(row.pending);
   return {
@@ -139,7 +169,7 @@ export async function sampleOutbox(client: Queryable, options: SampleOutboxOptio
     if (!code || !UNREADABLE.has(code)) throw error;
     const why =
       code === '42501'
-        ? `the role may not read ${sample.table} (${(error as Error).message}); \`outbox db:provision\` grants the monitoring role USAGE on the schema and SELECT (created_at, published_at)`
+        ? `the role may not read ${sample.table} (${(error as Error).message}); \`outbox db:provision\` grants the monitoring role USAGE on the schema and SELECT (created_at, published_at, tx_id), and under CDC SELECT on the cleanup's slot table`
         : `${sample.table} disappeared while being sampled`;
     return { ...sample, pendingError: why };
   }

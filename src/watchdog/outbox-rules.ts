@@ -32,9 +32,9 @@ export function evaluateOutboxRule(rule: OutboxRuleName, sample: OutboxTableSamp
       return {
         level: thresholdLevel(ageMs, t, current, 1),
         summary:
-          `The oldest row of outbox table ${table} with published_at IS NULL is ${formatDuration(ageMs)} old (warning ${formatDuration(t.warning)}, critical ${formatDuration(t.critical)}). ` +
+          `The oldest waiting row of outbox table ${table} (published_at IS NULL; under CDC, not yet confirmed by the connector's slot) is ${formatDuration(ageMs)} old (warning ${formatDuration(t.warning)}, critical ${formatDuration(t.critical)}). ` +
           'With the polling relay the relay is not publishing it: check its /healthz and outbox_relay_publish_failures_total. ' +
-          'With CDC rows are not being cleaned up: delete rows the connector has published (docs/operations.md, "Outbox health").',
+          'With CDC the connector has not confirmed it: check that the connector streams and that the cleanup runs (docs/operations.md, "Outbox health").',
       };
     }
     case 'OutboxTableSize': {

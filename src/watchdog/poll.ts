@@ -73,7 +73,8 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     let outbox: OutboxTableSample | undefined;
     let problem: string | null;
     try {
-      outbox = await sampleOutbox(client, { schema, table });
+      // Under CDC a row waits until the connector's slot confirms it (outbox-query.ts).
+      outbox = await sampleOutbox(client, { schema, table, cdcSlot: wd.watchConnector ? ctx.config.connector.slotName : undefined });
       problem = !outbox.present ? `outbox table ${outbox.table} does not exist` : outbox.pendingError;
     } catch (e) {
       if (!pgCode(e)) throw e;

@@ -50,14 +50,17 @@ describe('outbox cleanup against the slot (no connector)', () => {
     config = testConfig(db.name);
     await provision(config);
     pool = createPool(config.database, { max: 4 });
+    // Only a registered slot is proof (migration 012); connector:deploy registers its own.
+    await pool.query("INSERT INTO outbox_cleanup_registrations (slot_name, registered_by) VALUES ($1, 'manual')", [config.connector.slotName]);
   });
   afterAll(async () => {
     await pool?.end();
     await db?.drop();
   });
 
-  /** The connector confirming everything flushed so far. */
-  const confirmAll = () => pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_flush_lsn())', [config.connector.slotName]);
+  /** The connector reading and confirming everything committed so far (decoding, so the slot's statistics count it). */
+  const confirmAll = () =>
+    pool.query("SELECT count(*) FROM pg_logical_slot_get_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)", [config.connector.slotName, config.outbox.publication]);
 
   it('deletes nothing without the slot, nothing the slot has not confirmed, nothing from before the slot, and never a transaction that was running at the mark', async () => {
     const early = await write(pool, 'a', 5);

@@ -43,6 +43,7 @@ describe('loadMigrations (shipped files)', () => {
       [9, 'parked_head_index'],
       [10, 'inbox_retention'],
       [11, 'outbox_cleanup'],
+      [12, 'outbox_cleanup_slot_identity'],
     ]);
   });
 
@@ -208,6 +209,9 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.table}_cleanup`,
     `${hostile.table}_cleanup_marks`,
     `${hostile.table}_cleanup_slots`,
+    `${hostile.table}_cleanup_registrations`,
+    `${hostile.table}_cleanup_below_floor`,
+    `${hostile.table}_tx_id_idx`,
   ]);
 
   const rendered: Array<[string, string]> = [
