@@ -92,21 +92,34 @@ async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterD
     }
     const waitedMs = Date.now() - started;
     const limit = isOutboxError(error, 'SCHEMA_ID_UNKNOWN') ? deps.unknownSchemaIdWaitMs || 0 : 0;
-    if (limit > 0 && waitedMs >= limit) {
+    // Counted per id: the next record naming an id already waited on does not wait all over again.
+    const idWaitedMs = limit > 0 ? Date.now() - unknownSince(error, started, deps) : 0;
+    if (limit > 0 && idWaitedMs >= limit) {
       const check = (await deps.codec.checkRegistry?.()) ?? { resolves: false, reason: 'the codec cannot check the registry' };
       if (check.resolves) {
         ended('dead-lettered');
-        return { kind: 'failed', failure: { code: error.code, message: strayIdMessage(error, check.schemaId, waitedMs), attempts: wait } };
+        return { kind: 'failed', failure: { code: error.code, message: strayIdMessage(error, check.schemaId, idWaitedMs), attempts: wait } };
       }
       error = new OutboxError(error.code, `${error.message} Not given up on: ${check.reason}, so the registry itself may be at fault.`, { retriable: true, details: { ...error.details } });
     }
     code = (error as OutboxError).code;
-    const maxDelayMs = limit > waitedMs ? limit - waitedMs : undefined;
+    const maxDelayMs = limit > idWaitedMs ? limit - idWaitedMs : undefined;
     if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope, { waitedMs, maxDelayMs }))) {
       ended('aborted');
       return { kind: 'aborted' };
     }
   }
+}
+
+/** When the record's schema id was first found unknown by this router (remembered in deps.unknownSchemaIds). */
+function unknownSince(error: OutboxError, started: number, deps: RouterDeps): number {
+  const id = error.details?.schemaId;
+  const seen = deps.unknownSchemaIds;
+  if (typeof id !== 'number' || !seen) return started;
+  // Bounded: ids come from record bytes; a flood of distinct ones only costs them the shared head start.
+  if (!seen.has(id) && seen.size >= 10_000) seen.clear();
+  if (!seen.has(id)) seen.set(id, started);
+  return seen.get(id) as number;
 }
 
 function strayIdMessage(error: OutboxError, resolvedId: number, waitedMs: number): string {

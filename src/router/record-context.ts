@@ -61,6 +61,8 @@ export interface RouterDeps {
    * registry still resolves an id it resolved before (router.unknownSchemaIdWaitMs). 0 or absent: for ever.
    */
   unknownSchemaIdWaitMs?: number;
+  /** Schema id → when this router first found it unknown: the wait is counted per id, not per record. */
+  unknownSchemaIds?: Map<number, number>;
 }
 
 /** What belongs to one partition batch. */

@@ -33,5 +33,6 @@ export function routerDeps(rt: RouterRuntime, db: Pool, codec: RouterDeps['codec
     handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
     payloadSchemas: options.payloadSchemas,
     unknownSchemaIdWaitMs: settings.unknownSchemaIdWaitMs,
+    unknownSchemaIds: new Map(),
   };
 }

@@ -108,6 +108,18 @@ describe('a schema id the registry does not know, seen by the router (router.unk
     expect(events).toContain('router.wait-ended');
   });
 
+  it('counts the wait per id: the next record naming the same stray id is dead-lettered without waiting again', async () => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, stats } = route(registry, undefined, { unknownSchemaIdWaitMs: 5, unknownSchemaIds: new Map() });
+    expect(await run(await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text))).toBe('applied');
+    expect(await run(9_999)).toBe('dead-lettered');
+    const waited = stats.infrastructureRetries;
+    expect(waited).toBeGreaterThan(0);
+    expect(await run(9_999)).toBe('dead-lettered');
+    expect(stats.infrastructureRetries).toBe(waited);
+    expect(letters.map((l) => l.message.headers?.['x-error-code'])).toEqual(['SCHEMA_ID_UNKNOWN', 'SCHEMA_ID_UNKNOWN']);
+  });
+
   it('keeps waiting when no schema id has been read from the registry yet (it may be the wrong registry)', async () => {
     const registry = fakeRegistry(41);
     const cut = waitsCutAfter(6);
