@@ -102,6 +102,11 @@ async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterD
       }
       error = new OutboxError(error.code, `${error.message} Not given up on: ${check.reason}, so the registry itself may be at fault.`, { retriable: true, details: { ...error.details } });
     }
+    // The records decoded before this one need not wait with it.
+    if (code === undefined && scope.applyPending && !(await scope.applyPending())) {
+      ended('aborted');
+      return { kind: 'aborted' };
+    }
     code = (error as OutboxError).code;
     const maxDelayMs = limit > idWaitedMs ? limit - idWaitedMs : undefined;
     if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope, { waitedMs, maxDelayMs }))) {

@@ -73,6 +73,11 @@ export interface BatchScope {
   signal: AbortSignal;
   /** The batch's parked keys; without it, keys are not parked (unit tests, or parking switched off). */
   parked?: ParkedKeys;
+  /**
+   * Applies the lane's records decoded before this one and not applied yet: called before a decode
+   * waits, so a wait holds only the records after the one waiting. false when the router stopped meanwhile.
+   */
+  applyPending?(): Promise<boolean>;
 }
 
 export interface Failure {
