@@ -53,6 +53,9 @@ export interface DecodedPayload {
   schemaName?: string;
 }
 
+/** Does the registry still resolve a schema id it resolved before? (Codec.checkRegistry) */
+export type RegistryCheck = { resolves: true; schemaId: number } | { resolves: false; reason: string };
+
 export interface Codec {
   readonly schemas: SchemaCatalogue;
   readonly registryUrl: string;
@@ -61,6 +64,13 @@ export interface Codec {
   encode(aggregateType: string, eventType: string, payload: unknown, contentType: ContentType): Promise<Buffer>;
   decode(bytes: Buffer, contentType: ContentType | string, options?: DecodeOptions): Promise<unknown>;
   decodeWithInfo(bytes: Buffer, contentType: ContentType | string, options?: DecodeOptions): Promise<DecodedPayload>;
+  /**
+   * Asks the registry now (past every cache) for the schema id this codec last decoded with. It tells
+   * one stray unknown id (the registry answers, it just lacks that id) from a registry that resolves
+   * nothing (an outage, the wrong registry, one that lost its data): only the first may be given up on.
+   * Never throws; without any id decoded yet there is no proof, so `resolves` is false.
+   */
+  checkRegistry(): Promise<RegistryCheck>;
 }
 
 /** Encodes outbox payloads for the writer and decodes them for the router, Avro or JSON. */
@@ -70,6 +80,8 @@ export function createCodec(options: CodecOptions): Codec {
   const topicFor = options.topicFor ?? defaultTopicFor;
   const ids = new Map<string, Promise<number>>();
   const resolvers = new Map<string, ReturnType<Type['createResolver']>>();
+  /** The last schema id a record was decoded with: what checkRegistry asks for again. */
+  let resolvedId: number | undefined;
 
   const given = readerSchemaMap(options.readerSchemas);
   const readerSchema = (r: { aggregateType: string; eventType: string }): LocalSchema | undefined =>
@@ -144,6 +156,7 @@ export function createCodec(options: CodecOptions): Codec {
         { retriable: true, details: { schemaId, registry: connection.url } },
       );
     }
+    resolvedId = schemaId;
     const reader = decodeOptions.reader ? readerSchema(decodeOptions.reader) : undefined;
     let payload: unknown;
     try {
@@ -180,6 +193,17 @@ export function createCodec(options: CodecOptions): Codec {
 
     decode: async (bytes, contentType, decodeOptions) => (await decodeWithInfo(bytes, contentType, decodeOptions)).payload,
     decodeWithInfo,
+
+    async checkRegistry() {
+      const id = resolvedId;
+      if (id === undefined) return { resolves: false, reason: `no schema id has been read from ${connection.url} yet` };
+      try {
+        if (await connection.writerType(id, { fresh: true })) return { resolves: true, schemaId: id };
+        return { resolves: false, reason: `schema id ${id}, read from ${connection.url} before, is not found there now` };
+      } catch (error) {
+        return { resolves: false, reason: `asking ${connection.url} again for schema id ${id}, read before, failed: ${(error as Error).message}` };
+      }
+    },
   };
 }
 

@@ -1,4 +1,4 @@
-export { createCodec, type Codec, type CodecOptions, type DecodeOptions, type DecodedPayload, type ReaderSchemas } from './create-codec';
+export { createCodec, type Codec, type CodecOptions, type DecodeOptions, type DecodedPayload, type ReaderSchemas, type RegistryCheck } from './create-codec';
 export { AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE, CONTENT_TYPES, normalizeContentType, type ContentType } from './content-type';
 export { createSchemaCatalogue, defaultSchemasDir, type LocalSchema, type SchemaCatalogue, type SchemaCatalogueOptions } from './schema-catalogue';
 export { generateEventTypes, type EventMapShape, type GenerateTypesOptions } from './generate-types';

@@ -73,9 +73,9 @@ export interface RegistryConnection {
   /**
    * The writer schema of a record, parsed with the codec's logical types; undefined for an id the
    * registry does not know (remembered for `notFoundCacheMs` only). Every registry failure here is
-   * retriable: none of them is the record's fault.
+   * retriable: none of them is the record's fault. `fresh`: ask the registry now, past the cache.
    */
-  writerType(id: number): Promise<Type | undefined>;
+  writerType(id: number, options?: { fresh?: boolean }): Promise<Type | undefined>;
 }
 
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
@@ -132,7 +132,8 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
   const unexpected = (what: string, path: string, method: string, r: { status: number; data: unknown }) =>
     fromRegistryStatus(url, what, `${method} ${path}`, r.status, r.data);
   const subjectPath = (subject: string) => `/subjects/${encodeURIComponent(subject)}`;
-  const writerType = createWriterTypeCache(fetchWriterType, { notFoundCacheMs: options.notFoundCacheMs });
+  const cachedWriterType = createWriterTypeCache(fetchWriterType, { notFoundCacheMs: options.notFoundCacheMs });
+  const writerType = (id: number, o?: { fresh?: boolean }) => (o?.fresh ? fetchWriterType(id) : cachedWriterType(id));
 
   return {
     url,

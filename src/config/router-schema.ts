@@ -82,6 +82,12 @@ export const routerSettingsSchema = z
     inboxPruneBatchSize: z.number().int().min(1).max(100_000).default(5_000),
     /** How often the parked-key gauges are read (one grouped query). 0: never. */
     parkedMetricsIntervalMs: z.number().int().min(0).default(30_000),
+    /**
+     * A record naming a schema id the registry does not know waits this long, then is dead-lettered
+     * (SCHEMA_ID_UNKNOWN) if the registry still resolves an id the router read before. A registry that
+     * resolves nothing keeps the router waiting. 0: wait for ever.
+     */
+    unknownSchemaIdWaitMs: z.number().int().min(0).default(60_000),
   })
   .strict();
 
@@ -130,4 +136,5 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_INBOX_PRUNE_INTERVAL_MS', path: ['router', 'inboxPruneIntervalMs'] },
   { env: 'OUTBOX_ROUTER_INBOX_PRUNE_BATCH_SIZE', path: ['router', 'inboxPruneBatchSize'] },
   { env: 'OUTBOX_ROUTER_PARKED_METRICS_INTERVAL_MS', path: ['router', 'parkedMetricsIntervalMs'] },
+  { env: 'OUTBOX_ROUTER_UNKNOWN_SCHEMA_ID_WAIT_MS', path: ['router', 'unknownSchemaIdWaitMs'] },
 ];

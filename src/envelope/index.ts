@@ -131,11 +131,31 @@ function invalid(message: string, details: Record<string, unknown>): OutboxError
   return new OutboxError('RECORD_INVALID', message, { details });
 }
 
+/**
+ * An envelope header as text. A name that repeats (kafkajs then gives an array) is accepted only when
+ * every value is the same: with two different `id`s (or event types, …) no reading of the record is the
+ * right one, and taking the first would apply it under an identity the producer may not have meant.
+ */
+function envelopeHeader(headers: IHeaders | undefined, name: string): string | undefined {
+  const raw = headers?.[name];
+  if (Array.isArray(raw) && raw.length > 1) {
+    const values = raw.map((v) => (v === undefined || v === null ? null : Buffer.isBuffer(v) ? v.toString('utf8') : String(v)));
+    if (values.some((v) => v !== values[0])) {
+      throw invalid(
+        `The record carries the ${name} header ${values.length} times with different values (${values.map((v) => JSON.stringify(v === null ? null : v.slice(0, 100))).join(', ')}); ` +
+          'the envelope headers (id, eventType, contentType, traceparent, headers) appear once. Check the producer that added the second one.',
+        { header: name, count: values.length },
+      );
+    }
+  }
+  return headerText(headers, name);
+}
+
 /** Throws RECORD_INVALID (dead-letter at once: a redelivery carries the same headers) naming what is wrong. */
 export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders {
-  const id = headerText(headers, HEADER.id);
-  const eventType = headerText(headers, HEADER.eventType);
-  const contentType = headerText(headers, HEADER.contentType);
+  const id = envelopeHeader(headers, HEADER.id);
+  const eventType = envelopeHeader(headers, HEADER.eventType);
+  const contentType = envelopeHeader(headers, HEADER.contentType);
   const missing = [id ? undefined : HEADER.id, eventType ? undefined : HEADER.eventType, contentType ? undefined : HEADER.contentType].filter(Boolean);
   if (missing.length > 0) {
     throw invalid(`The record lacks the header(s) ${missing.join(', ')}; the Event Router sets id, eventType and contentType on every record.`, { missing });
@@ -147,8 +167,8 @@ export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders
     id: (id as string).toLowerCase(),
     eventType: eventType as string,
     contentType: contentType as string,
-    traceparent: headerText(headers, HEADER.traceparent) || undefined,
-    extra: parseExtraHeaders(headerText(headers, HEADER.headers)),
+    traceparent: envelopeHeader(headers, HEADER.traceparent) || undefined,
+    extra: parseExtraHeaders(envelopeHeader(headers, HEADER.headers)),
   };
 }
 

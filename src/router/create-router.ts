@@ -10,6 +10,7 @@ import { runHousekeeping } from './housekeeping';
 import { checkInboxRetention } from './inbox-retention';
 import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
+import { createRecordWaits, type RecordWait } from './record-waits';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
 import { createSubscription } from './subscription';
 import { assertNotDlqPattern, topicNames } from '../topics';
@@ -21,8 +22,8 @@ export interface Router {
   /** Finishes the record in hand (a retry wait is cut short, the record left for the next run), commits offsets, leaves the group. */
   stop(): Promise<void>;
   stats(): Readonly<RouterStats>;
-  /** For /healthz: started, and a member of its consumer group. */
-  health(): { running: boolean; joined: boolean };
+  /** For /healthz: started, and a member of its consumer group; the records held now waiting on the registry. */
+  health(): { running: boolean; joined: boolean; waiting: RecordWait[] };
   /** For /readyz: running and joined to its group, not rebalancing (with no routed topic yet there is no group to join). */
   ready(): boolean;
   /** Where the router is in its lifecycle. */
@@ -47,6 +48,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   const options = typedOptions as unknown as RouterOptions;
   const settings = resolveSettings(options);
   const logger = options.logger ?? createLogger({ name: 'router' });
+  const waits = createRecordWaits();
   // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.
   const names = topicNames(options.config.connector.topicReplacement);
   const topicPattern = options.topics ?? names.pattern;
@@ -58,7 +60,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     logger,
     kafka: options.kafka ?? createKafka(options.config, { logger }),
     stats: { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 },
-    events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent] }),
+    events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent, waits.onEvent] }),
     aggregateTypeOf: options.aggregateTypeOf ?? names.aggregateTypeOf,
     dlqTopicFor: options.dlqTopicFor ?? names.dlqFor,
     heartbeatIntervalMs: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
@@ -132,7 +134,11 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     beforeAbort: () => commitOffsets(rt, true),
     stop,
   });
-  const health = () => ({ running: rt.running(), joined: rt.running() && rt.consuming && rt.consumer !== undefined && (rt.joined || rt.subscribed.size === 0) });
+  const health = () => ({
+    running: rt.running(),
+    joined: rt.running() && rt.consuming && rt.consumer !== undefined && (rt.joined || rt.subscribed.size === 0),
+    waiting: waits.list(),
+  });
 
   return {
     start: () => lifecycle.start(),

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../service';
+import { createRecordWaits } from './record-waits';
 import type { RouterEventListener } from './types';
 
 export interface RouterMetrics {
@@ -37,12 +38,37 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   const parkedKeys = new Gauge({ name: 'outbox_router_parked_keys', help: "This consumer's parked keys (their events go to the DLQ until replayed or released), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedEvents = new Gauge({ name: 'outbox_router_parked_events', help: "This consumer's parked events (rows of the parked-keys table), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedOldest = new Gauge({ name: 'outbox_router_parked_oldest_seconds', help: "Age of this consumer's longest-parked event, by aggregate type.", labelNames: ['aggregate_type'], registers });
+  // Read when scraped: a wait's age grows between events.
+  const held = createRecordWaits();
+  new Gauge({
+    name: 'outbox_router_waiting_records',
+    help: 'Records held now while decoding waits on the schema registry (their partitions wait with them), by error code.',
+    labelNames: ['code'],
+    registers,
+    collect() {
+      this.reset();
+      for (const w of held.list()) this.inc({ code: w.code });
+    },
+  });
+  new Gauge({
+    name: 'outbox_router_waiting_oldest_seconds',
+    help: 'How long the longest-waiting of those records has waited, by error code.',
+    labelNames: ['code'],
+    registers,
+    collect() {
+      this.reset();
+      // list() is longest-waiting first: the first of each code is its oldest.
+      const seen = new Set<string>();
+      for (const w of held.list()) if (!seen.has(w.code) && seen.add(w.code)) this.set({ code: w.code }, w.seconds);
+    },
+  });
   // Partitions this instance has reported lag for: after a rebalance, those it no longer owns are removed,
   // or their last value would stay, and a sum over replicas would count a partition twice, one of them stale.
   const lagged = new Map<string, { topic: string; partition: string }>();
   return {
     registry,
     onEvent(name, data) {
+      held.onEvent(name, data);
       const topic = String(data.topic ?? '');
       if (name === 'router.applied' || name === 'router.duplicate') {
         records.inc({ topic, outcome: name === 'router.applied' ? 'applied' : 'duplicate' });

@@ -1,13 +1,13 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { z } from 'zod';
-import type { Codec, EventMapShape, ReaderSchemas } from '../codec';
+import type { EventMapShape, ReaderSchemas } from '../codec';
 import { isLocalStackDatabase, parse, type OutboxConfig } from '../config';
 import { ROUTER_SETTING_KEYS, routerSettingsSchema, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../config/router-schema';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
-import type { PayloadSchemas } from './record-context';
+import type { PayloadSchemas, RouterCodec } from './record-context';
 import type { Handlers, RouterEventListener } from './types';
 
 export { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy };
@@ -43,7 +43,7 @@ export interface RouterOptions<M extends EventMapShape = EventMapShape> extends 
   topics?: RegExp;
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;
-  codec?: Pick<Codec, 'decode'>;
+  codec?: RouterCodec;
   /**
    * Reader schemas (aggregate type → event type → Avro schema) that take precedence over `schemasDir`'s:
    * Avro payloads are decoded with the consumer's schema, not only the writer's (docs/schemas.md).
@@ -90,6 +90,7 @@ export interface ResolvedSettings {
   inboxPruneIntervalMs: number;
   inboxPruneBatchSize: number;
   parkedMetricsIntervalMs: number;
+  unknownSchemaIdWaitMs: number;
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */

@@ -86,12 +86,13 @@ export async function runPartitionBatch(
       await options.progress();
       return true;
     };
+    const laneScope: BatchScope = { ...scope, applyPending: flush };
 
     for (const index of indices) {
       if (stopped()) break;
       // A record that will hold the lane (no handler, policy block) must not hold the ready ones before it.
       if (pending.length > 0 && blocksLane(topic, messages[index] as KafkaMessage, deps) && !(await flush())) return;
-      const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps, scope);
+      const prepared = await prepareRecord(topic, partition, messages[index] as KafkaMessage, deps, laneScope);
       if (prepared.kind === 'aborted') break;
       if (options.maxTransactionRecords > 1 && chunkable(prepared, scope)) {
         pending.push({ index, ready: prepared });

@@ -35,17 +35,9 @@ export async function prepareRecord(topic: string, partition: number, message: K
     return deadLetter({ code: 'HANDLER_NOT_FOUND', message: reason, attempts: 1 }, headers.id);
   }
 
-  let payload: unknown;
-  for (let wait = 1; ; wait++) {
-    try {
-      // The consumer's reader schema when the codec has one (Avro schema resolution), else the writer's.
-      payload = await deps.codec.decode(message.value as Buffer, headers.contentType, { reader: { aggregateType, eventType: headers.eventType } });
-      break;
-    } catch (error) {
-      if (!(isOutboxError(error) && error.retriable)) return deadLetter(failureOf(error), headers.id);
-      if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope))) return { kind: 'aborted' };
-    }
-  }
+  const decoded = await decodeWaiting(where, headers, deps, scope);
+  if (decoded.kind !== 'decoded') return decoded.kind === 'aborted' ? decoded : deadLetter(decoded.failure, headers.id);
+  let payload = decoded.payload;
 
   const declared = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
   if (declared) {
@@ -69,6 +61,79 @@ export async function prepareRecord(topic: string, partition: number, message: K
     createdAt: message.timestamp ? new Date(Number(message.timestamp)) : undefined,
   };
   return { ...where, kind: 'ready', event, handler, replayed: headerText(message.headers, REPLAY_HEADER) !== undefined };
+}
+
+/**
+ * Decodes the value, waiting out a registry that cannot answer (the record is not at fault, and a
+ * registry that resolves nothing would otherwise dead-letter every Avro record). One exception: a schema
+ * id the registry does not know, while a live lookup of an id it resolved before still works, is one
+ * stray record (written against another registry, or a corrupt header), not an outage; after
+ * unknownSchemaIdWaitMs it is dead-lettered so the partition moves on.
+ */
+async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterDeps, scope: BatchScope): Promise<{ kind: 'decoded'; payload: unknown } | { kind: 'failed'; failure: Failure } | { kind: 'aborted' }> {
+  const started = Date.now();
+  let code: string | undefined;
+  const ended = (outcome: 'decoded' | 'dead-lettered' | 'aborted') => {
+    if (code !== undefined) deps.emit('router.wait-ended', { ...whereOf(where), code, outcome, waitedMs: Date.now() - started });
+  };
+  for (let wait = 1; ; wait++) {
+    let error: unknown;
+    try {
+      // The consumer's reader schema when the codec has one (Avro schema resolution), else the writer's.
+      const payload = await deps.codec.decode(where.message.value as Buffer, headers.contentType, { reader: { aggregateType: where.aggregateType, eventType: headers.eventType } });
+      ended('decoded');
+      return { kind: 'decoded', payload };
+    } catch (caught) {
+      error = caught;
+    }
+    if (!(isOutboxError(error) && error.retriable)) {
+      ended('dead-lettered');
+      return { kind: 'failed', failure: failureOf(error) };
+    }
+    const waitedMs = Date.now() - started;
+    const limit = isOutboxError(error, 'SCHEMA_ID_UNKNOWN') ? deps.unknownSchemaIdWaitMs || 0 : 0;
+    // Counted per id: the next record naming an id already waited on does not wait all over again.
+    const idWaitedMs = limit > 0 ? Date.now() - unknownSince(error, started, deps) : 0;
+    if (limit > 0 && idWaitedMs >= limit) {
+      const check = (await deps.codec.checkRegistry?.()) ?? { resolves: false, reason: 'the codec cannot check the registry' };
+      if (check.resolves) {
+        ended('dead-lettered');
+        return { kind: 'failed', failure: { code: error.code, message: strayIdMessage(error, check.schemaId, idWaitedMs), attempts: wait } };
+      }
+      error = new OutboxError(error.code, `${error.message} Not given up on: ${check.reason}, so the registry itself may be at fault.`, { retriable: true, details: { ...error.details } });
+    }
+    // The records decoded before this one need not wait with it.
+    if (code === undefined && scope.applyPending && !(await scope.applyPending())) {
+      ended('aborted');
+      return { kind: 'aborted' };
+    }
+    code = (error as OutboxError).code;
+    const maxDelayMs = limit > idWaitedMs ? limit - idWaitedMs : undefined;
+    if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope, { waitedMs, maxDelayMs }))) {
+      ended('aborted');
+      return { kind: 'aborted' };
+    }
+  }
+}
+
+/** When the record's schema id was first found unknown by this router (remembered in deps.unknownSchemaIds). */
+function unknownSince(error: OutboxError, started: number, deps: RouterDeps): number {
+  const id = error.details?.schemaId;
+  const seen = deps.unknownSchemaIds;
+  if (typeof id !== 'number' || !seen) return started;
+  // Bounded: ids come from record bytes; a flood of distinct ones only costs them the shared head start.
+  if (!seen.has(id) && seen.size >= 10_000) seen.clear();
+  if (!seen.has(id)) seen.set(id, started);
+  return seen.get(id) as number;
+}
+
+function strayIdMessage(error: OutboxError, resolvedId: number, waitedMs: number): string {
+  const { schemaId, registry } = error.details as { schemaId?: number; registry?: string };
+  return (
+    `Schema id ${String(schemaId)} is not in the registry at ${String(registry)}, which still resolves schema id ${resolvedId} (asked again just now); ` +
+    `after waiting ${Math.round(waitedMs / 1000)} s (router.unknownSchemaIdWaitMs) this record is taken for one written against another registry ` +
+    'or with a corrupt value, and set aside so its partition moves on. Register its schema in this registry if it belongs here, then replay it with `outbox dlq:replay`.'
+  );
 }
 
 /** Has this record no handler, under the `block` policy for unknown event types? Read from its headers alone. */

@@ -26,10 +26,13 @@ export type FailurePolicy = 'dead-letter' | 'block';
 /** Set by `outbox dlq:replay` on re-published dead letters. */
 export const REPLAY_HEADER = DLQ_HEADER.replayedAt;
 
+/** The codec as the router uses it: `checkRegistry` tells a stray unknown schema id from a registry that resolves nothing. */
+export type RouterCodec = Pick<Codec, 'decode'> & Partial<Pick<Codec, 'checkRegistry'>>;
+
 /** What every record of a router needs: built once by createRouter, replaced by fakes in unit tests. */
 export interface RouterDeps {
   handlers: Handlers;
-  codec: Pick<Codec, 'decode'>;
+  codec: RouterCodec;
   pool: Pool;
   inboxTable: string;
   consumer: string;
@@ -53,6 +56,13 @@ export interface RouterDeps {
   handlerTimeoutMs?: number;
   /** Optional zod schema per aggregate type and event type: the decoded payload must pass it. */
   payloadSchemas?: PayloadSchemas;
+  /**
+   * How long a record waits on a schema id the registry does not know before it is dead-lettered, if the
+   * registry still resolves an id it resolved before (router.unknownSchemaIdWaitMs). 0 or absent: for ever.
+   */
+  unknownSchemaIdWaitMs?: number;
+  /** Schema id → when this router first found it unknown: the wait is counted per id, not per record. */
+  unknownSchemaIds?: Map<number, number>;
 }
 
 /** What belongs to one partition batch. */
@@ -63,6 +73,11 @@ export interface BatchScope {
   signal: AbortSignal;
   /** The batch's parked keys; without it, keys are not parked (unit tests, or parking switched off). */
   parked?: ParkedKeys;
+  /**
+   * Applies the lane's records decoded before this one and not applied yet: called before a decode
+   * waits, so a wait holds only the records after the one waiting. false when the router stopped meanwhile.
+   */
+  applyPending?(): Promise<boolean>;
 }
 
 export interface Failure {
@@ -103,11 +118,22 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Waits out the registry, the database or the DLQ producer; false when the wait was cut short. */
-export async function waitForInfrastructure(error: unknown, wait: number, where: Record<string, unknown>, deps: RouterDeps, scope: BatchScope): Promise<boolean> {
-  const delay = backoffDelay(wait, deps.infrastructureBackoff, deps.random);
+/**
+ * Waits out the registry, the database or the DLQ producer; false when the wait was cut short.
+ * `waitedMs`: how long the record has waited so far, for a wait whose end is reported (`router.wait-ended`);
+ * `maxDelayMs` shortens this sleep (to wake up when a bounded wait runs out).
+ */
+export async function waitForInfrastructure(
+  error: unknown,
+  wait: number,
+  where: Record<string, unknown>,
+  deps: RouterDeps,
+  scope: BatchScope,
+  options: { waitedMs?: number; maxDelayMs?: number } = {},
+): Promise<boolean> {
+  const delay = Math.min(backoffDelay(wait, deps.infrastructureBackoff, deps.random), options.maxDelayMs ?? Infinity);
   deps.stats.infrastructureRetries++;
-  deps.emit('router.wait', { ...where, code: isOutboxError(error) ? error.code : undefined, error: messageOf(error), delayMs: delay });
+  deps.emit('router.wait', { ...where, code: isOutboxError(error) ? error.code : undefined, error: messageOf(error), delayMs: delay, waitedMs: options.waitedMs });
   if (!(await sleepUnlessAborted(delay, scope.signal))) return false;
   await scope.heartbeat();
   return true;

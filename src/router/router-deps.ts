@@ -32,5 +32,7 @@ export function routerDeps(rt: RouterRuntime, db: Pool, codec: RouterDeps['codec
     unknownEventTypes: settings.unknownEventTypes,
     handlerTimeoutMs: settings.handlerTimeoutMs || undefined,
     payloadSchemas: options.payloadSchemas,
+    unknownSchemaIdWaitMs: settings.unknownSchemaIdWaitMs,
+    unknownSchemaIds: new Map(),
   };
 }

@@ -5,6 +5,7 @@ import type { RouterEventName } from './types';
 export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
   'router.dead-letter': 'warn',
   'router.wait': 'warn',
+  'router.wait-ended': 'info',
   'router.blocked': 'warn',
   'router.chunk-split': 'warn',
   'router.retry': 'info',

@@ -71,7 +71,10 @@ export type RouterEventName =
   | 'router.retry'
   | 'router.dead-letter'
   | 'router.skipped'
+  /** A wait on the registry, the database or the DLQ producer; `waitedMs` when it is a record's decode wait (ended by `router.wait-ended`). */
   | 'router.wait'
+  /** A record's decode wait is over: decoded, dead-lettered, or cut short (`outcome`). */
+  | 'router.wait-ended'
   /** A record past maxAttempts under the `block` policy: its partition waits on it. */
   | 'router.blocked'
   | 'router.unblocked'

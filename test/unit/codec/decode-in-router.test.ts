@@ -5,19 +5,20 @@
  */
 import type { KafkaMessage } from 'kafkajs';
 import { AVRO_CONTENT_TYPE, createCodec, frameConfluent, type ReaderSchemas } from '../../../src/codec';
+import { writerSchemaFailure } from '../../../src/codec/registry-errors';
 import { orderCreatedJson } from './temp-schemas';
 
-import { fakeDeps, routeOne } from '../router/fake-deps';
+import { fakeDeps, routeOne, type FakeDeps } from '../router/fake-deps';
 import { fakeRegistry, type FakeRegistry } from './fake-registry';
 
 const SUBJECT = 'outbox.event.order-dev.outboxrouter.order.OrderCreated';
 const order = { orderId: 'o-1', customerId: 'c-7', currency: 'EUR', totalCents: 1999, lines: [], placedAt: new Date('2026-11-30T12:00:00.000Z') };
 
 
-function route(registry: FakeRegistry, readerSchemas?: ReaderSchemas) {
+function route(registry: FakeRegistry, readerSchemas?: ReaderSchemas, overrides: Partial<FakeDeps> = {}) {
   const codec = createCodec({ registry: { url: 'http://unused' }, connection: registry, readerSchemas });
   const applied: unknown[] = [];
-  const { d: deps, letters, stats } = fakeDeps({ handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } }, codec });
+  const { d: deps, letters, stats, events } = fakeDeps({ handlers: { order: { OrderCreated: async (event) => void applied.push(event.payload) } }, codec, ...overrides });
   const body = codec.schemas.get('order', 'OrderCreated').type.toBuffer(order);
   const run = (schemaId: number, bytes = body) =>
     routeOne('outbox.event.order', 0, {
@@ -28,7 +29,7 @@ function route(registry: FakeRegistry, readerSchemas?: ReaderSchemas) {
       timestamp: '1700000000000',
       attributes: 0,
     } as KafkaMessage, deps);
-  return { codec, run, letters, applied, stats };
+  return { codec, run, letters, applied, stats, events };
 }
 
 /** Runs `fix` just before the registry is asked for the `after`-th time: the registry heals while the router waits. */
@@ -71,6 +72,100 @@ describe('a registry problem seen by the router', () => {
     expect(await run(41, Buffer.from([0x02]))).toBe('dead-lettered');
     expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'DECODE_FAILED' });
     expect(stats.infrastructureRetries).toBe(0);
+  });
+});
+
+describe('a schema id the registry does not know, seen by the router (router.unknownSchemaIdWaitMs)', () => {
+  /** Waits that end the test's record after `waits` router.wait events (the router would wait on). */
+  function waitsCutAfter(waits: number): Partial<FakeDeps> & { errors: string[] } {
+    const abort = new AbortController();
+    const errors: string[] = [];
+    return {
+      errors,
+      signal: abort.signal,
+      unknownSchemaIdWaitMs: 1,
+      emit: (name, data) => {
+        if (name !== 'router.wait') return;
+        errors.push(String(data.error));
+        if (errors.length >= waits) abort.abort();
+      },
+    };
+  }
+
+  it('dead-letters a stray id after the wait while the registry still resolves the id it read before: the partition moves on', async () => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, applied, events } = route(registry, undefined, { unknownSchemaIdWaitMs: 5 });
+    const known = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(known)).toBe('applied');
+    registry.calls.length = 0;
+    expect(await run(9_999)).toBe('dead-lettered');
+    expect(letters).toHaveLength(1);
+    expect(letters[0]?.message.headers).toMatchObject({ 'x-error-code': 'SCHEMA_ID_UNKNOWN' });
+    expect(String(letters[0]?.message.headers?.['x-error-message'])).toContain(`which still resolves schema id ${known} (asked again just now)`);
+    // the live lookup of the id read before, past the codec's caches
+    expect(registry.calls).toContain(`schema ${known}`);
+    expect(applied).toHaveLength(1);
+    expect(events).toContain('router.wait-ended');
+  });
+
+  it('counts the wait per id: the next record naming the same stray id is dead-lettered without waiting again', async () => {
+    const registry = fakeRegistry(41);
+    const { codec, run, letters, stats } = route(registry, undefined, { unknownSchemaIdWaitMs: 5, unknownSchemaIds: new Map() });
+    expect(await run(await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text))).toBe('applied');
+    expect(await run(9_999)).toBe('dead-lettered');
+    const waited = stats.infrastructureRetries;
+    expect(waited).toBeGreaterThan(0);
+    expect(await run(9_999)).toBe('dead-lettered');
+    expect(stats.infrastructureRetries).toBe(waited);
+    expect(letters.map((l) => l.message.headers?.['x-error-code'])).toEqual(['SCHEMA_ID_UNKNOWN', 'SCHEMA_ID_UNKNOWN']);
+  });
+
+  it('keeps waiting when no schema id has been read from the registry yet (it may be the wrong registry)', async () => {
+    const registry = fakeRegistry(41);
+    const cut = waitsCutAfter(6);
+    const { run, letters } = route(registry, undefined, cut);
+    expect(await run(9_999)).toBe('aborted');
+    expect(letters).toEqual([]);
+    expect(cut.errors.at(-1)).toContain('Not given up on: no schema id has been read from http://fake-registry/apis/ccompat/v7 yet');
+  });
+
+  it('keeps waiting when the id read before is not found either (the registry lost its data, or another registry answers)', async () => {
+    const registry = fakeRegistry(41);
+    const cut = waitsCutAfter(6);
+    const { codec, run, letters } = route(registry, undefined, cut);
+    const known = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(known)).toBe('applied');
+    registry.schemaAnswer = { status: 404, body: { error_code: 40403, message: 'no such id' } };
+    expect(await run(9_999)).toBe('aborted');
+    expect(letters).toEqual([]);
+    expect(cut.errors.at(-1)).toContain(`schema id ${known}, read from http://fake-registry/apis/ccompat/v7 before, is not found there now`);
+  });
+
+  it('keeps waiting when the registry fails the lookup of the id read before (an outage)', async () => {
+    const registry = fakeRegistry(41);
+    const cut = waitsCutAfter(6);
+    const { codec, run, letters } = route(registry, undefined, cut);
+    const known = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
+    expect(await run(known)).toBe('applied');
+    // Unknown ids are unknown; the known one fails with a 503.
+    const writerType = registry.writerType.bind(registry);
+    registry.writerType = async (id) => {
+      if (id === known) throw writerSchemaFailure(registry.url, id, 503, { message: 'down' });
+      return writerType(id);
+    };
+    expect(await run(9_999)).toBe('aborted');
+    expect(letters).toEqual([]);
+    expect(cut.errors.at(-1)).toContain(`asking http://fake-registry/apis/ccompat/v7 again for schema id ${known}, read before, failed`);
+  });
+
+  it('with unknownSchemaIdWaitMs 0 waits for ever, even while the registry resolves other ids', async () => {
+    const registry = fakeRegistry(41);
+    const cut = { ...waitsCutAfter(6), unknownSchemaIdWaitMs: 0 };
+    const { codec, run, letters } = route(registry, undefined, cut);
+    expect(await run(await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text))).toBe('applied');
+    expect(await run(9_999)).toBe('aborted');
+    expect(letters).toEqual([]);
+    expect(cut.errors).toHaveLength(6);
   });
 });
 

@@ -11,6 +11,7 @@ import {
   parseRecordHeaders,
   RESERVED_HEADERS,
 } from '../../../src/envelope';
+import { isOutboxError } from '../../../src/errors';
 import { RESERVED_HEADERS as PRODUCER_RESERVED } from '../../../src/producer';
 import { buildDeadLetter } from '../../../src/router/dead-letter';
 
@@ -46,5 +47,40 @@ describe('the record envelope', () => {
     );
     expect(letter.headers?.['x-original-topic']).toBe('t');
     expect(letter.headers?.['x-attempts']).toBe('3');
+  });
+});
+
+describe('an envelope header that repeats (kafkajs gives an array)', () => {
+  const ID = '0190f1a2-0000-7000-8000-000000000001';
+  const OTHER = '0190f1a2-0000-7000-8000-000000000002';
+  const base = { [HEADER.id]: Buffer.from(ID), [HEADER.eventType]: Buffer.from('OrderCreated'), [HEADER.contentType]: Buffer.from('application/json') };
+  const refusal = (headers: Record<string, unknown>) => {
+    try {
+      parseRecordHeaders(headers as never);
+    } catch (error) {
+      return isOutboxError(error) ? { code: error.code, message: error.message } : { code: 'not an OutboxError', message: String(error) };
+    }
+    return undefined;
+  };
+
+  it.each([
+    [HEADER.id, [Buffer.from(ID), Buffer.from(OTHER)]],
+    [HEADER.eventType, [Buffer.from('OrderCreated'), Buffer.from('OrderCancelled')]],
+    [HEADER.contentType, [Buffer.from('application/json'), Buffer.from('application/vnd.apache.avro+binary')]],
+    [HEADER.traceparent, [Buffer.from('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'), null]],
+    [HEADER.headers, [Buffer.from('{"tenant":"acme"}'), Buffer.from('{"tenant":"evil"}')]],
+  ])('with different values of %s is RECORD_INVALID, naming the header and its values', (name, values) => {
+    const refused = refusal({ ...base, [name]: values });
+    expect(refused?.code).toBe('RECORD_INVALID');
+    expect(refused?.message).toContain(`the ${name} header 2 times with different values`);
+  });
+
+  it('with the same value twice is read as that value', () => {
+    const parsed = parseRecordHeaders({ ...base, [HEADER.id]: [Buffer.from(ID), ID], [HEADER.headers]: [Buffer.from('{"a":"b"}'), Buffer.from('{"a":"b"}')] });
+    expect(parsed).toMatchObject({ id: ID, extra: { a: 'b' } });
+  });
+
+  it('outside the envelope still reads the first value (the router only reads its own names there)', () => {
+    expect(parseRecordHeaders({ ...base, other: [Buffer.from('1'), Buffer.from('2')] }).id).toBe(ID);
   });
 });

@@ -45,6 +45,7 @@ describe('resolveSettings', () => {
       inboxPruneIntervalMs: 60_000,
       inboxPruneBatchSize: 5_000,
       parkedMetricsIntervalMs: 30_000,
+      unknownSchemaIdWaitMs: 60_000,
     });
     expect(resolveSettings({ config, handlers, lanes: 4, partitionsConsumedConcurrently: 2 }).poolSize).toBe(10);
     expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', allowGroupIdMismatch: true, backoff: { initialDelayMs: 5 } })).toMatchObject({

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
+import { OutboxError } from '../../../src/errors';
 import { laneOf, runPartitionBatch } from '../../../src/router/partition-batch';
 import { fakeDeps, type FakeDeps } from './fake-deps';
 
@@ -40,6 +41,32 @@ describe('laneOf', () => {
 });
 
 describe('runPartitionBatch', () => {
+  it('applies the records decoded before one whose decode waits, before the wait: they do not wait with it', async () => {
+    const handled: number[] = [];
+    const resolved: string[] = [];
+    const d = deps(async ({ n }) => void handled.push(n));
+    const abort = new AbortController();
+    let waitsSeen: Array<{ handled: number[]; resolved: string[] }> = [];
+    d.signal = abort.signal;
+    // Record 3's decode fails retriably (the registry is away) until the test has seen two waits.
+    d.codec = {
+      decode: async (bytes: Buffer) => {
+        const payload = JSON.parse(bytes.toString()) as { n: number };
+        if (payload.n === 3) throw new OutboxError('REGISTRY_UNAVAILABLE', 'away', { retriable: true });
+        return payload;
+      },
+    };
+    d.emit = (name) => {
+      if (name !== 'router.wait') return;
+      waitsSeen = [...waitsSeen, { handled: [...handled], resolved: [...resolved] }];
+      if (waitsSeen.length === 2) abort.abort();
+    };
+    const messages = Array.from({ length: 5 }, (_, i) => message(i, `k${i}`));
+    await runPartitionBatch('t', 0, messages, d, d, { lanes: 1, maxTransactionRecords: 500, resolveOffset: (o) => resolved.push(o), progress: async () => {}, stopped: () => abort.signal.aborted, revoked: () => false });
+    expect(waitsSeen[0]).toEqual({ handled: [0, 1, 2], resolved: ['0', '1', '2'] });
+    expect(handled).toEqual([0, 1, 2]);
+  });
+
   it('keeps each key in offset order across lanes and resolves only a contiguous prefix of offsets', async () => {
     const keys = ['a', 'b', 'c', 'd'];
     const messages = Array.from({ length: 40 }, (_, i) => message(i, keys[i % keys.length] as string));
