@@ -111,6 +111,15 @@ export function topicNames(replacement: string = DEFAULT_TOPIC_REPLACEMENT): Top
   });
 }
 
+/**
+ * A pattern that matches exactly these topic names (each escaped, so a `.` or `+` in an aggregate type
+ * is itself): how the router's default subscription (the topics of the handlers' aggregate types) is
+ * shown and checked like any other pattern. No names: a pattern that matches nothing.
+ */
+export function exactTopicsPattern(topics: readonly string[]): RegExp {
+  return topics.length === 0 ? /(?!)/ : new RegExp(`^(?:${[...new Set(topics)].sort().map(escapeRegExp).join('|')})$`);
+}
+
 /** Dead-letter names every topics pattern is checked against, whatever topics exist yet. */
 export const SAMPLE_DLQ_TOPICS = [`${DLQ_INFIX}x`, `${DLQ_INFIX}order`];
 
