@@ -135,7 +135,7 @@ export function assertNotDlqPattern(pattern: RegExp, candidates: readonly string
   throw new OutboxError(
     'TOPIC_PATTERN_INVALID',
     `The topics pattern ${String(pattern)} (--topics) matches dead-letter topics (${hits.slice(0, 5).join(', ')}): the router would consume its own dead letters. ` +
-      `Narrow it to the routed topics, e.g. ${topicNames().pattern.source} (the default) or ^outbox\\.event\\.(order|payment)$.`,
+      `Narrow it to the routed topics, e.g. ${topicNames().pattern.source} or ^outbox\\.event\\.(order|payment)$, or leave it out: by default the router reads the routed topics of its handlers' aggregate types.`,
     { details: { pattern: String(pattern), matches: hits } },
   );
 }
