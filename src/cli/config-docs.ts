@@ -1,5 +1,4 @@
 import { ENV_SETTINGS, outboxConfigSchema, SETTING_LEAVES } from '../config';
-import { topicNames } from '../topics';
 import type { FlagSetting } from './config-option';
 import { RELAY_FLAGS } from './relay-command';
 import { ROUTER_FLAGS } from './router-command';
@@ -9,7 +8,7 @@ const COMPUTED_DEFAULTS: Record<string, string> = {
   'router.handlers': '— (required by `outbox router`)',
   'router.consumer': '`outbox-router` on the local stack; required elsewhere',
   'router.groupId': '`router.consumer`',
-  'router.topics': `the routed topics of \`connector.topicReplacement\` (\`${topicNames().pattern.source}\`)`,
+  'router.topics': "the routed topics of the handlers' aggregate types, named by `connector.topicReplacement` (`outbox.event.<type>`)",
   'router.poolSize': 'partitions × lanes + 2',
   'router.schemasDir': 'the package\'s `schemas/`',
 };

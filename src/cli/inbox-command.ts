@@ -12,6 +12,7 @@ import { action, formatMs, loggerFor, runOnceOrEvery } from './run-command';
 /** inbox:prune's flags and the router settings they set (the same settings the router prunes with). */
 export const INBOX_PRUNE_FLAGS: readonly FlagSetting[] = [
   { flag: '--consumer', path: 'router.consumer' },
+  { flag: '--topics', path: 'router.topics', parse: (source: string) => (topicsPattern(source), source) },
   { flag: '--inbox-retention-ms', path: 'router.inboxRetentionMs', parse: wholeNumber(1) },
   { flag: '--dlq-replay-horizon-ms', path: 'router.dlqReplayHorizonMs', parse: wholeNumber(0) },
   { flag: '--allow-short-inbox-retention', path: 'router.allowShortInboxRetention' },
@@ -24,14 +25,15 @@ export function inboxPruneCommand(): Command {
   return withConfigOption(
     new Command('inbox:prune').description(
       "Delete one consumer's inbox rows older than router.inboxRetentionMs, in short batches, keeping the rows of events still parked. " +
-        "Refused when the window is below the safe minimum: the routed topics' retention.ms + segment.ms plus the DLQ replay horizon (docs/operations.md). " +
+        "Refused when the window is below the safe minimum: the routed topics' retention.ms + segment.ms plus the DLQ replay horizon; a compacted topic, one kept forever or one whose settings cannot be read has none (docs/operations.md). " +
         'The router does the same on its own every router.inboxPruneIntervalMs; this command is for cron (--once) or a separate process.',
     ),
   )
     .option('--consumer <name>', 'the consumer whose rows are pruned (router.consumer; default on the local stack only: outbox-router)')
+    .option('--topics <regex>', "the consumer's routed topics, whose retention is checked (router.topics; default: every routed topic of connector.topicReplacement)")
     .option('--inbox-retention-ms <ms>', `rows older than this are deleted ${defaultOf('router.inboxRetentionMs')}`)
     .option('--dlq-replay-horizon-ms <ms>', `part of the safe minimum ${defaultOf('router.dlqReplayHorizonMs')}`)
-    .option('--allow-short-inbox-retention', 'prune even below the safe minimum (a redelivery older than the window is applied twice)')
+    .option('--allow-short-inbox-retention', 'prune even below the safe minimum, or with routed topics compacted or unreadable (a redelivery older than the window is applied twice)')
     .option('--batch-size <rows>', `rows per DELETE statement ${defaultOf('router.inboxPruneBatchSize')}`)
     .option('--interval-ms <ms>', `without --once, run again this long after each run ${defaultOf('router.inboxPruneIntervalMs')}`)
     .option('--once', 'one run, then exit (for cron)', false)
@@ -47,17 +49,15 @@ export function inboxPruneCommand(): Command {
           process.stdout.write('inbox:prune: router.inboxRetentionMs is 0 (never prune): nothing to do\n');
           return;
         }
-        // The same refusal as the router's start: the routed topics as they are now.
+        // Refused where the router stops pruning (src/router/prune-guard.ts), with the routed topics as they
+        // are now: every one unless router.topics names the consumer's (it has no handlers to name them).
         const names = topicNames(config.connector.topicReplacement);
         const routed = settings.topics === undefined ? names.pattern : topicsPattern(settings.topics);
         const admin = createKafka(config, { role: 'inbox-prune', logger: log }).admin();
         await admin.connect();
         try {
           const topics = (await admin.listTopics()).filter((t) => routed.test(t) && !names.dlqPattern.test(t)).sort();
-          const check = await checkInboxRetention(admin, topics, settings);
-          if (check && check.unknown.length > 0) {
-            log.warn({ event: 'inbox.retention-unchecked', topics: check.unknown }, 'inbox:prune: retention.ms of these topics could not be read; the window is not checked against them');
-          }
+          await checkInboxRetention(admin, topics, settings);
         } finally {
           await admin.disconnect().catch(() => {});
         }

@@ -65,7 +65,7 @@ function routerOptions(command: Command): Command {
     .option('--max-attempts <n>', `handler attempts before dead-lettering (or blocking) ${defaultOf('router.maxAttempts')}`)
     .option('--metrics-port <port>', `/metrics, /livez, /readyz and /healthz port, 0 for any free port ${defaultOf('router.metricsPort')}`)
     .option('--metrics-host <host>', `address for /metrics, /livez, /readyz and /healthz ${defaultOf('router.metricsHost')}`)
-    .option('--topics <regex>', `routed topics to consume, a regular expression (new matching topics are picked up while running) (router.topics; default: the routed topics of connector.topicReplacement, ^outbox\\.event\\..+$)`)
+    .option('--topics <regex>', `routed topics to consume, a regular expression (new matching topics are picked up every router.topicRefreshMs) (router.topics; default: the routed topics of the handlers' aggregate types, named by connector.topicReplacement, e.g. outbox.event.order)`)
     .option('--partitions <n>', `partitions handled at once ${defaultOf('router.partitionsConsumedConcurrently')}`)
     .option('--lanes <n>', `parallel lanes per partition (by key hash; each key stays in order) ${defaultOf('router.lanes')}`)
     .option('--max-transaction-records <n>', `consecutive records applied in one inbox transaction ${defaultOf('router.maxTransactionRecords')}`)
@@ -76,9 +76,9 @@ function routerOptions(command: Command): Command {
     .option('--dlq-replication-factor <n>', `replication factor of the dead-letter topics the router creates ${defaultOf('router.dlqReplicationFactor')}`)
     .option('--handler-timeout-ms <ms>', `a handler running longer fails its attempt, 0 for no limit ${defaultOf('router.handlerTimeoutMs')}`)
     .option('--schemas <dir>', 'reader schemas, <aggregate_type>/<EventType>.avsc: Avro payloads are decoded with them (the handlers module\'s `schemas` export takes precedence) (router.schemasDir; default: none, Avro is then read with the writer\'s schema unless the handlers module exports `schemas`)')
-    .option('--inbox-retention-ms <ms>', `prune this consumer's inbox rows older than this, 0 for never; refused below the safe minimum (docs/operations.md) ${defaultOf('router.inboxRetentionMs')}`)
+    .option('--inbox-retention-ms <ms>', `prune this consumer's inbox rows older than this, 0 for never; no pruning while below the safe minimum (docs/operations.md) ${defaultOf('router.inboxRetentionMs')}`)
     .option('--dlq-replay-horizon-ms <ms>', `how long after an event was applied its dead letter may still be replayed with dlq:replay --all ${defaultOf('router.dlqReplayHorizonMs')}`)
-    .option('--allow-short-inbox-retention', `start with --inbox-retention-ms below the safe minimum ${defaultOf('router.allowShortInboxRetention')}`);
+    .option('--allow-short-inbox-retention', `prune even below the safe minimum, or with routed topics compacted or unreadable ${defaultOf('router.allowShortInboxRetention')}`);
 }
 
 export function routerCommand(): Command {
@@ -106,7 +106,7 @@ export function routerCommand(): Command {
         metrics: { host: settings.metricsHost, port: settings.metricsPort, registry: metrics.registry },
         health: () => {
           const h = router.health();
-          return { healthy: h.running && h.joined, details: { ...h, stats: router.stats() } };
+          return { healthy: h.running && h.joined, details: { ...h, stats: router.stats(), ...router.readyDetails() } };
         },
         started: (url) => ({ fields: { handlers: Object.keys(handlers), metrics: url }, message: 'router started' }),
         stopping: 'router stopping: finishing in-flight work, committing offsets',

@@ -57,7 +57,11 @@ export const routerSettingsSchema = z
     dlqReplicationFactor: z.number().int().min(1).max(32).default(1),
     /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
     handlerTimeoutMs: z.number().int().min(0).default(30_000),
-    /** How often the topic list is checked for new routed topics (subscribed without a restart). 0: never. */
+    /**
+     * How often the topic list is checked for new topics matching an explicit `topics` pattern (subscribed
+     * without a restart); the default's topics (the handlers' aggregate types) are looked for every second
+     * while one is missing. 0: never.
+     */
     topicRefreshMs: z.number().int().min(0).default(10_000),
     /** Park a key after a dead letter so its later events follow it to the DLQ until replayed (per-key order). */
     parkKeys: z.boolean().default(true),
@@ -99,7 +103,7 @@ export const routerSchema = routerSettingsSchema
   .extend({
     /** `outbox router`: the handlers module (a .js or .mjs file; its default export is the handlers map). */
     handlers: z.string().min(1).optional(),
-    /** `outbox router`: routed topics to consume, a regular expression (default: the routed topic pattern). */
+    /** `outbox router`: routed topics to consume, a regular expression (default: the routed topics of the handlers' aggregate types). */
     topics: z.string().min(1).optional(),
     /** `outbox router`'s /metrics, /livez, /readyz and /healthz. */
     metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.routerMetrics),

@@ -7,12 +7,12 @@ import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
 import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
 import { runHousekeeping } from './housekeeping';
-import { checkInboxRetention } from './inbox-retention';
+import { createPruneGuard } from './prune-guard';
 import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
 import { createRecordWaits, type RecordWait } from './record-waits';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
-import { createSubscription } from './subscription';
+import { createSubscription, topicSelection } from './subscription';
 import { assertNotDlqPattern, topicNames } from '../topics';
 import type { RouterStats } from './types';
 
@@ -26,6 +26,8 @@ export interface Router {
   health(): { running: boolean; joined: boolean; waiting: RecordWait[] };
   /** For /readyz: running and joined to its group, not rebalancing (with no routed topic yet there is no group to join). */
   ready(): boolean;
+  /** For /readyz's body: what is degraded without making the router unready (the inbox prune stopped, and why). */
+  readyDetails(): Record<string, unknown>;
   /** Where the router is in its lifecycle. */
   status(): ServiceStatus;
 }
@@ -51,9 +53,9 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   const waits = createRecordWaits();
   // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.
   const names = topicNames(options.config.connector.topicReplacement);
-  const topicPattern = options.topics ?? names.pattern;
+  const selection = topicSelection(options, names);
   // Refused before anything connects; the topics that exist are checked again at start().
-  assertNotDlqPattern(topicPattern);
+  assertNotDlqPattern(selection.pattern);
   const rt: RouterRuntime = {
     options,
     settings,
@@ -74,7 +76,8 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   };
   const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed, schemasDir: settings.schemasDir, readerSchemas: options.readerSchemas });
   const dlqs = createDlqTopics(rt);
-  const subscription = createSubscription(rt, topicPattern, dlqs);
+  const pruneGuard = createPruneGuard(() => rt.admin, settings, (name, data) => rt.events.emit(name, data));
+  const subscription = createSubscription(rt, selection, dlqs, pruneGuard);
   let timers: NodeJS.Timeout[] = [];
   let housekeeping: Promise<void>[] = [];
 
@@ -89,21 +92,16 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     await rt.producer.connect();
     await rt.admin.connect();
     const topics = await subscription.matchingTopics(true);
-    // Before consuming: a window shorter than a redelivery can be old would apply events twice.
-    // Settings it cannot read (no DescribeConfigs right) leave those topics out, with a warning.
-    const retention = await checkInboxRetention(rt.admin, [...topics], settings);
-    if (retention && retention.unknown.length > 0) {
-      logger.warn({ event: 'router.inbox-retention-unchecked', topics: retention.unknown }, 'router: retention.ms of these topics could not be read; the inbox retention window is not checked against them');
-    }
+    // Checks the topics' retention against the inbox window first (prune-guard.ts).
     await subscription.startConsumer(topics);
-    housekeeping = runHousekeeping(rt, rt.pool, signal);
+    housekeeping = runHousekeeping(rt, rt.pool, signal, pruneGuard);
     // An idle stream brings no batch: what the last one resolved is still committed within the interval.
     timers = [setInterval(() => void commitOffsets(rt, false), COMMIT_INTERVAL_MS)];
-    if (settings.topicRefreshMs > 0) timers.push(setInterval(() => void subscription.refreshTopics(), settings.topicRefreshMs));
     for (const timer of timers) timer.unref();
+    timers.push(...subscription.startRefreshing());
     const unknown = [settings.unknownEventType, ...Object.entries(settings.unknownEventTypes).map(([t, p]) => `${t}: ${p}`)].join(', ');
     const { consumer, groupId, unknownEventType, unknownEventTypes, dlqRetentionMs, inboxRetentionMs } = settings;
-    const inboxRetentionMinimumMs = retention && Number.isFinite(retention.minimumMs) ? retention.minimumMs : undefined;
+    const inboxRetentionMinimumMs = pruneGuard.minimumMs();
     logger.info(
       { event: 'router.started', consumer, groupId, topics: [...rt.subscribed], unknownEventType, unknownEventTypes, dlqRetentionMs, inboxRetentionMs, inboxRetentionMinimumMs },
       `router.started (event types without a handler: ${unknown})`,
@@ -146,6 +144,10 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     stats: () => ({ ...rt.stats }),
     health,
     ready: () => health().joined && !rt.rebalancing,
+    readyDetails: () => {
+      const block = pruneGuard.blocked();
+      return block ? { inboxPrune: { blocked: true, reasons: block.reasons, topics: block.topics, message: block.message } } : {};
+    },
     status: () => lifecycle.status(),
   };
 }

@@ -3,6 +3,7 @@ import { pgCode, qualified } from '../db';
 import { parkedTableName } from '../provision/sql-files';
 import { repeatUntilAborted } from '../service';
 import { inboxRowsEstimate, pruneInbox } from './inbox-retention';
+import type { PruneGuard } from './prune-guard';
 import type { RouterRuntime } from './runtime';
 
 export interface ParkedSummary {
@@ -26,8 +27,12 @@ export async function readParkedSummary(pool: Pool, parkedTable: string, consume
   return rows.map((r) => ({ aggregateType: r.aggregate_type, keys: r.keys, events: r.events, oldestSeconds: Math.max(0, r.oldest) }));
 }
 
-/** The router's timers beside consuming: the inbox prune and the parked-key gauges, each until `signal` aborts. */
-export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSignal): Promise<void>[] {
+/**
+ * The router's timers beside consuming: the inbox prune and the parked-key gauges, each until `signal`
+ * aborts. Each prune run checks the subscribed topics' retention first and prunes nothing while `guard`
+ * finds it unsafe (and stops after its statement in hand when a new topic makes it so meanwhile).
+ */
+export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSignal, guard: PruneGuard): Promise<void>[] {
   const { settings } = rt;
   const { schema, inboxTable } = rt.options.config.outbox;
   const inbox = qualified(schema, inboxTable);
@@ -36,7 +41,9 @@ export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSign
   const tasks: Promise<void>[] = [];
   if (settings.inboxRetentionMs > 0) {
     const prune = async () => {
-      const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: parked, consumer: settings.consumer, retentionMs: settings.inboxRetentionMs, batchSize: settings.inboxPruneBatchSize, signal });
+      if (await guard.check()) return;
+      const blocked = () => guard.blocked() !== undefined;
+      const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: parked, consumer: settings.consumer, retentionMs: settings.inboxRetentionMs, batchSize: settings.inboxPruneBatchSize, signal, blocked });
       rt.events.emit('router.inbox-pruned', { ...result, rows: await inboxRowsEstimate(pool, inbox) });
     };
     tasks.push(repeatUntilAborted(prune, { signal, intervalMs: settings.inboxPruneIntervalMs, onError: onError('inbox-prune') }));

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../service';
 import { createRecordWaits } from './record-waits';
+import { PRUNE_BLOCK_REASONS } from './inbox-retention';
 import type { RouterEventListener } from './types';
 
 export interface RouterMetrics {
@@ -34,6 +35,9 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   const pruned = new Counter({ name: 'outbox_router_inbox_pruned_total', help: 'Inbox rows deleted past router.inboxRetentionMs.', registers });
   const lastPrune = new Gauge({ name: 'outbox_router_inbox_last_prune_timestamp_seconds', help: 'When the last inbox prune run ended (Unix time).', registers });
   const pruneSeconds = new Gauge({ name: 'outbox_router_inbox_last_prune_duration_seconds', help: 'How long the last inbox prune run took.', registers });
+  const pruneBlocked = new Gauge({ name: 'outbox_router_inbox_prune_blocked', help: '1 while the inbox prune is stopped for this reason (a routed topic compacted, kept forever, longer-lived than the window, or unreadable), else 0.', labelNames: ['reason'], registers });
+  const unblock = () => PRUNE_BLOCK_REASONS.forEach((reason) => pruneBlocked.set({ reason }, 0));
+  unblock();
   const inboxRows = new Gauge({ name: 'outbox_router_inbox_rows_estimate', help: "The inbox's row count as the planner estimates it (pg_class.reltuples), every consumer's rows.", registers });
   const parkedKeys = new Gauge({ name: 'outbox_router_parked_keys', help: "This consumer's parked keys (their events go to the DLQ until replayed or released), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedEvents = new Gauge({ name: 'outbox_router_parked_events', help: "This consumer's parked events (rows of the parked-keys table), by aggregate type.", labelNames: ['aggregate_type'], registers });
@@ -102,6 +106,11 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
         lastPrune.set(Date.now() / 1000);
         pruneSeconds.set(Number(data.ms ?? 0) / 1000);
         inboxRows.set(Number(data.rows ?? 0));
+      } else if (name === 'router.inbox-prune-blocked') {
+        unblock();
+        for (const reason of (data.reasons ?? []) as string[]) pruneBlocked.set({ reason }, 1);
+      } else if (name === 'router.inbox-prune-resumed') {
+        unblock();
       } else if (name === 'router.parked') {
         // Types no longer parked drop out rather than keep their last value.
         for (const gauge of [parkedKeys, parkedEvents, parkedOldest]) gauge.reset();

@@ -39,7 +39,11 @@ export interface RouterOptions<M extends EventMapShape = EventMapShape> extends 
   /** Brokers, database, registry and inbox table come from here. */
   config: OutboxConfig;
   handlers: Handlers<M>;
-  /** Topics to consume. Default /^outbox\.event\..+/. Matched at start() and every topicRefreshMs (new topics are subscribed while running). */
+  /**
+   * Topics to consume, matched at start() and every topicRefreshMs (new topics are subscribed while
+   * running). Default: exactly the routed topics of the aggregate types `handlers` names (through
+   * connector.topicReplacement: `outbox.event.<type>`), looked for every second while one is missing.
+   */
   topics?: RegExp;
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;

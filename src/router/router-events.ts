@@ -15,4 +15,6 @@ export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
   'router.group-join': 'info',
   'router.revoked': 'info',
   'router.housekeeping-failed': 'warn',
+  'router.inbox-prune-blocked': 'error',
+  'router.inbox-prune-resumed': 'info',
 };

@@ -2,23 +2,56 @@ import type { Admin, Consumer } from 'kafkajs';
 import { retryUntil } from '../service';
 import { eachBatch } from './consume-batch';
 import type { DlqTopics } from './dlq-topics';
+import type { RouterOptions } from './options';
+import type { PruneGuard } from './prune-guard';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
-import { assertNotDlqPattern, topicNames } from '../topics';
+import { assertNotDlqPattern, exactTopicsPattern, topicNames, type TopicNames } from '../topics';
+
+/** How often the router looks for the handlers' topics that do not exist yet (one metadata request). */
+export const MISSING_TOPIC_CHECK_MS = 1_000;
+
+/** What the router consumes: a pattern, and for the default, the exact topic names behind it. */
+export interface TopicSelection {
+  pattern: RegExp;
+  /** The routed topics of the handlers' aggregate types (the default); undefined for an explicit pattern. */
+  wanted?: readonly string[];
+}
+
+/**
+ * An explicit `topics` pattern as given; by default the routed topics of the aggregate types the handlers
+ * name (through connector.topicReplacement), never every routed topic: a router reading the topics of
+ * types it has no handler for would dead-letter all their events (HANDLER_NOT_FOUND) into the DLQ topics
+ * their real consumers share, and park their keys.
+ */
+export function topicSelection(options: Pick<RouterOptions, 'topics' | 'handlers'>, names: TopicNames): TopicSelection {
+  if (options.topics) return { pattern: options.topics };
+  const wanted = [...new Set(Object.keys(options.handlers).map((type) => names.routed(type)))].sort();
+  return { pattern: exactTopicsPattern(wanted), wanted };
+}
 
 export interface Subscription {
   /** Routed topics matching the pattern; `check`: refuse a pattern that matches a dead-letter topic. */
   matchingTopics(check: boolean): Promise<Set<string>>;
   /** A new consumer for `topics`: connected, subscribed and running. */
   startConsumer(topics: Set<string>): Promise<void>;
-  /** Subscribes routed topics that appeared since (a re-subscribe); never throws. */
-  refreshTopics(): Promise<void>;
+  /** Subscribes routed topics that appeared since (a re-subscribe); `by` names the check in the event; never throws. */
+  refreshTopics(by?: string): Promise<void>;
   /** Resolves once no refresh is running. */
   idle(): Promise<void>;
+  /** The timers that refresh the topics (none with topicRefreshMs 0); the caller clears them. */
+  startRefreshing(): NodeJS.Timeout[];
 }
 
-/** The router's consumer and its topics: a pattern matched at start and every topicRefreshMs. */
-export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs: DlqTopics): Subscription {
+/**
+ * The router's consumer and its topics. An explicit pattern is matched at start and every topicRefreshMs;
+ * the default's exact names, while some do not exist yet, every MISSING_TOPIC_CHECK_MS, so the first
+ * events of a new aggregate type wait about a second, not a whole refresh. Every topic is given to the
+ * prune guard before it is subscribed.
+ */
+export function createSubscription(rt: RouterRuntime, selection: TopicSelection, dlqs: DlqTopics, guard: PruneGuard): Subscription {
   const { settings, logger } = rt;
+  const topicPattern = selection.pattern;
+  const missing = () => (selection.wanted ?? []).filter((t) => !rt.subscribed.has(t));
 
   /** Dead-letter topics are never among them (see assertNotDlqPattern). */
   async function matchingTopics(check: boolean): Promise<Set<string>> {
@@ -39,6 +72,8 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
       await c.connect();
       // Best effort here; sendDeadLetter makes sure again before the first dead letter.
       await dlqs.ensureFor([...topics]).catch((e: Error) => logger.warn({ event: 'router.dlq-create-failed', error: e.message }, 'router: could not create the dead-letter topics yet; will try before the first dead letter'));
+      // Before the first record: a topic whose records live longer than the inbox window stops the prune.
+      await guard.watch(topics);
       rt.subscribed = topics;
       // An explicit list, not the pattern: kafkajs resolves a pattern once, at subscribe. New topics are
       // found by refreshTopics() and picked up by re-subscribing (a short rebalance, no restart).
@@ -52,7 +87,8 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
           eachBatch: (payload) => eachBatch(rt, payload, c),
         });
       } else {
-        logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, 'no routed topics yet; waiting for the first one');
+        const waiting = selection.wanted ? `the handlers' topics (${selection.wanted.join(', ')}) do not exist yet; checking every ${MISSING_TOPIC_CHECK_MS} ms` : 'no routed topics yet; waiting for the first one';
+        logger.warn({ event: 'router.no-topics', pattern: String(topicPattern) }, waiting);
       }
       rt.consuming = true;
     } catch (error) {
@@ -64,10 +100,10 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
 
   let refreshing: Promise<void> | undefined;
 
-  async function resubscribe(topics: Set<string>): Promise<void> {
+  async function resubscribe(topics: Set<string>, by: string): Promise<void> {
     const added = [...topics].filter((t) => !rt.subscribed.has(t));
     if (added.length === 0 || !rt.running()) return;
-    rt.events.emit('router.topics-changed', { added, topics: topics.size });
+    rt.events.emit('router.topics-changed', { added, topics: topics.size, by });
     const old = rt.consumer;
     rt.consumer = undefined;
     rt.consuming = false;
@@ -87,11 +123,11 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
     });
   }
 
-  async function refreshTopics(): Promise<void> {
+  async function refreshTopics(by = 'refresh'): Promise<void> {
     if (refreshing || !rt.running()) return;
     refreshing = (async () => {
       try {
-        await resubscribe(await matchingTopics(false));
+        await resubscribe(await matchingTopics(false), by);
       } catch (error) {
         logger.warn({ event: 'router.topics-refresh-failed', error: (error as Error).message }, 'router: could not refresh the topic list; will try again');
       }
@@ -99,7 +135,17 @@ export function createSubscription(rt: RouterRuntime, topicPattern: RegExp, dlqs
     await refreshing;
   }
 
-  return { matchingTopics, startConsumer, refreshTopics, idle: async () => void (await refreshing) };
+  function startRefreshing(): NodeJS.Timeout[] {
+    if (settings.topicRefreshMs === 0) return [];
+    // The exact names: nothing else can appear, so only the missing ones are looked for, and often.
+    const timer = selection.wanted
+      ? setInterval(() => void (missing().length > 0 && refreshTopics('missing-topic-check')), Math.min(MISSING_TOPIC_CHECK_MS, settings.topicRefreshMs))
+      : setInterval(() => void refreshTopics(), settings.topicRefreshMs);
+    timer.unref();
+    return [timer];
+  }
+
+  return { matchingTopics, startConsumer, refreshTopics, idle: async () => void (await refreshing), startRefreshing };
 }
 
 /** A consumer of the router's group whose events keep RouterRuntime's membership flags. */

@@ -90,6 +90,10 @@ export type RouterEventName =
   | 'router.revoked'
   /** One inbox prune run: rows deleted, statements, duration, and the inbox's estimated row count after it. */
   | 'router.inbox-pruned'
+  /** The inbox prune stopped (at every check while it stays so): a routed topic's records may live longer than the window, or its settings are unreadable. */
+  | 'router.inbox-prune-blocked'
+  /** The retention check passes again: the prune runs. */
+  | 'router.inbox-prune-resumed'
   /** A housekeeping task (prune, parked gauges) failed; it runs again at its next interval. */
   | 'router.housekeeping-failed'
   /** The consumer's parked keys, events and the oldest one's age, read every parkedMetricsIntervalMs. */

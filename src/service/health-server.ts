@@ -21,6 +21,8 @@ export interface HealthServerOptions {
   live?: () => boolean;
   /** /readyz: 200 while true (default: what /healthz says). */
   ready?: () => boolean;
+  /** Added to /readyz's JSON body: what is degraded, ready or not (e.g. the router's inbox prune stopped, and why). */
+  readyDetails?: () => Record<string, unknown>;
 }
 
 export interface HealthServer {
@@ -51,7 +53,7 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
     } else if (path === HEALTH_PATHS.live) {
       json(res, options.live?.() ?? true);
     } else if (path === HEALTH_PATHS.ready) {
-      json(res, options.ready?.() ?? options.health().healthy);
+      json(res, options.ready?.() ?? options.health().healthy, options.readyDetails?.());
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: try ${Object.values(HEALTH_PATHS).join(', ')}\n`);
     }

@@ -9,6 +9,8 @@ export interface RunnableService {
   stop(): Promise<void>;
   status(): ServiceStatus;
   ready(): boolean;
+  /** /readyz's body beside its status (see HealthServerOptions.readyDetails). */
+  readyDetails?(): Record<string, unknown>;
 }
 
 export interface RunServiceOptions {
@@ -43,6 +45,7 @@ export async function runService(options: RunServiceOptions): Promise<void> {
     health: options.health,
     live: () => isLive(service.status()),
     ready: () => service.status().state === 'running' && service.ready(),
+    readyDetails: () => service.readyDetails?.() ?? {},
   });
   try {
     await service.start();

@@ -111,6 +111,15 @@ export function topicNames(replacement: string = DEFAULT_TOPIC_REPLACEMENT): Top
   });
 }
 
+/**
+ * A pattern that matches exactly these topic names (each escaped, so a `.` or `+` in an aggregate type
+ * is itself): how the router's default subscription (the topics of the handlers' aggregate types) is
+ * shown and checked like any other pattern. No names: a pattern that matches nothing.
+ */
+export function exactTopicsPattern(topics: readonly string[]): RegExp {
+  return topics.length === 0 ? /(?!)/ : new RegExp(`^(?:${[...new Set(topics)].sort().map(escapeRegExp).join('|')})$`);
+}
+
 /** Dead-letter names every topics pattern is checked against, whatever topics exist yet. */
 export const SAMPLE_DLQ_TOPICS = [`${DLQ_INFIX}x`, `${DLQ_INFIX}order`];
 
@@ -126,7 +135,7 @@ export function assertNotDlqPattern(pattern: RegExp, candidates: readonly string
   throw new OutboxError(
     'TOPIC_PATTERN_INVALID',
     `The topics pattern ${String(pattern)} (--topics) matches dead-letter topics (${hits.slice(0, 5).join(', ')}): the router would consume its own dead letters. ` +
-      `Narrow it to the routed topics, e.g. ${topicNames().pattern.source} (the default) or ^outbox\\.event\\.(order|payment)$.`,
+      `Narrow it to the routed topics, e.g. ${topicNames().pattern.source} or ^outbox\\.event\\.(order|payment)$, or leave it out: by default the router reads the routed topics of its handlers' aggregate types.`,
     { details: { pattern: String(pattern), matches: hits } },
   );
 }

@@ -1,20 +1,20 @@
 /**
  * Inbox retention and parked keys on the real stack: the batched prune (what it deletes, what it keeps
- * for a parked key), the router's own prune and its metric, the safe-minimum refusal against a topic that
- * keeps records longer than the window, and the per-batch cost of the parked-key load with many parked
+ * for a parked key), the router's own prune and its metric, the retention check of every routed topic as
+ * it is subscribed (pruning stops with the reason for a topic that keeps records longer than the window
+ * or compacts them, and resumes when that clears; `inbox:prune` refuses), and the per-batch cost of the parked-key load with many parked
  * events (numbers printed, never asserted as timings).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { Admin } from 'kafkajs';
+import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
-import { isOutboxError } from '../../src/errors';
 import { createLogger } from '../../src/log';
 import { provision } from '../../src/provision';
-import { createRouter, createRouterMetrics } from '../../src/router';
+import { createRouter, createRouterMetrics, type RouterEventListener } from '../../src/router';
 import { readParkedSummary } from '../../src/router/housekeeping';
 import { pruneInbox } from '../../src/router/inbox-retention';
 import { ParkedKeys } from '../../src/router/parked';
@@ -91,7 +91,32 @@ describe('inbox retention (real stack)', () => {
     expect(await countOf(consumer)).toBe(300);
   });
 
-  it('the router prunes on its schedule and the metric moves; a window below the safe minimum is refused at start', async () => {
+  /** `outbox inbox:prune --once` with these extra arguments and environment. */
+  const prune = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [MAIN, 'inbox:prune', '--once', ...args],
+        { env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'silent', PGDATABASE: db.name, OUTBOX_STACK_DIR: process.env.OUTBOX_STACK_DIR, ...env } },
+        (e, _stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stderr }),
+      );
+    });
+
+  /** The router's events, kept for the test to wait on. */
+  function recorder() {
+    const events: Array<{ name: string; data: Record<string, unknown> }> = [];
+    const metrics = createRouterMetrics();
+    const onEvent: RouterEventListener = (name, data) => {
+      events.push({ name, data });
+      metrics.onEvent(name, data);
+    };
+    const count = (name: string) => events.filter((e) => e.name === name).length;
+    return { events, metrics, onEvent, count, last: (name: string) => [...events].reverse().find((e) => e.name === name)?.data };
+  }
+
+  const escaped = (topic: string) => `^${topic.replace(/\./g, '\\.')}$`;
+
+  it('the router prunes on its schedule and the metric moves; below the safe minimum it prunes nothing and says why, and inbox:prune refuses', async () => {
     const consumer = randomName('rt');
     const long = randomName('retention.outbox.event.order');
     const short = randomName('retention.outbox.event.payment');
@@ -107,35 +132,27 @@ describe('inbox retention (real stack)', () => {
     const silent = createLogger({ level: 'silent' });
     const base = { config, handlers, consumer, logger: silent, aggregateTypeOf: () => 'order', dlqTopicFor: (t: string) => `${t}.dlq`, topicRefreshMs: 0 } as const;
 
-    // 20 d + 1 d segment + 7 d horizon = 28 d > 10 d.
-    const refused = createRouter({ ...base, topics: new RegExp(`^${long.replace(/\./g, '\\.')}$`), inboxRetentionMs: 10 * DAY });
-    const error = await refused.start().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    await refused.stop();
-    expect(isOutboxError(error) && error.code).toBe('INBOX_RETENTION_TOO_SHORT');
-    expect((error as Error).message).toContain(long);
-    expect((error as Error).message).toContain('28 d');
+    // 20 d + 1 d segment + 7 d horizon = 28 d > 10 d: the router starts and consumes, but prunes nothing.
+    await inboxRows(consumer, 20, 11 * DAY);
+    const refused = recorder();
+    const held = createRouter({ ...base, topics: new RegExp(escaped(long)), inboxRetentionMs: 10 * DAY, inboxPruneIntervalMs: 1_000, onEvent: refused.onEvent });
+    await held.start();
+    topics.push(`${long}.dlq`);
+    try {
+      await until('two prune runs held back', () => refused.count('router.inbox-prune-blocked'), (n) => n >= 2, 20_000);
+      expect(refused.last('router.inbox-prune-blocked')).toMatchObject({ code: 'INBOX_RETENTION_TOO_SHORT', reasons: ['retention-too-short'], topics: [long] });
+      expect(String(refused.last('router.inbox-prune-blocked')?.error)).toContain('28 d');
+      expect(held.readyDetails()).toMatchObject({ inboxPrune: { blocked: true, reasons: ['retention-too-short'], topics: [long] } });
+      expect(held.health()).toEqual({ running: true, joined: true });
+      expect(await refused.metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 1');
+      expect(await countOf(consumer)).toBe(20);
+    } finally {
+      await held.stop();
+    }
+    await pool.query('DELETE FROM inbox WHERE consumer = $1', [consumer]);
 
-    // The CLI refuses the same way (its routed topics from --config's router.topics).
-    const cli = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [MAIN, 'inbox:prune', '--once', '--consumer', consumer, '--inbox-retention-ms', String(10 * DAY)],
-        {
-          env: {
-            PATH: process.env.PATH,
-            HOME: process.env.HOME,
-            LOG_LEVEL: 'silent',
-            PGDATABASE: db.name,
-            OUTBOX_STACK_DIR: process.env.OUTBOX_STACK_DIR,
-            OUTBOX_ROUTER_TOPICS: `^${long.replace(/\./g, '\\.')}$`,
-          },
-        },
-        (e, _stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stderr }),
-      );
-    });
+    // The CLI refuses the same way (its routed topics from router.topics).
+    const cli = await prune(['--consumer', consumer, '--inbox-retention-ms', String(10 * DAY)], { OUTBOX_ROUTER_TOPICS: escaped(long) });
     expect(cli.code).toBe(1);
     expect(cli.stderr).toContain('INBOX_RETENTION_TOO_SHORT');
 
@@ -143,13 +160,100 @@ describe('inbox retention (real stack)', () => {
     await inboxRows(consumer, 40, 11 * DAY);
     await inboxRows(consumer, 5, DAY);
     const metrics = createRouterMetrics();
-    const router = createRouter({ ...base, topics: new RegExp(`^${short.replace(/\./g, '\\.')}$`), inboxRetentionMs: 10 * DAY, inboxPruneIntervalMs: 1_000, inboxPruneBatchSize: 16, parkedMetricsIntervalMs: 1_000, onEvent: metrics.onEvent });
+    const router = createRouter({ ...base, topics: new RegExp(escaped(short)), inboxRetentionMs: 10 * DAY, inboxPruneIntervalMs: 1_000, inboxPruneBatchSize: 16, parkedMetricsIntervalMs: 1_000, onEvent: metrics.onEvent });
     await router.start();
     topics.push(`${short}.dlq`); // created when the router subscribed
     try {
       await until('the router pruned its old inbox rows', () => countOf(consumer), (n) => n === 5, 20_000);
       await until('the pruned-rows counter', () => metrics.registry.metrics(), (text) => /outbox_router_inbox_pruned_total 40\b/.test(text), 10_000);
       expect(await metrics.registry.metrics()).toMatch(/outbox_router_inbox_last_prune_timestamp_seconds [1-9]/);
+      expect(await metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 0');
+      expect(router.readyDetails()).toEqual({});
+    } finally {
+      await router.stop();
+    }
+  });
+
+  /** Config whose routed topics are `<run>.outbox.event.<type>`, so the router's default subscription is this test's own. */
+  function namedConfig(run: string): OutboxConfig {
+    return { ...config, connector: { ...config.connector, topicReplacement: `${run}.outbox.event.\${routedByValue}` } };
+  }
+
+  it('a router started before its topic exists checks the topic when it subscribes it: created with a long retention, pruning stops with the reason, and resumes once it is safe', async () => {
+    const run = randomName('late').replace(/-/g, '');
+    const consumer = randomName('late');
+    const topic = `${run}.outbox.event.order`;
+    topics.push(topic, `${run}.outbox.dlq.order`);
+    await inboxRows(consumer, 40, 11 * DAY);
+    const r = recorder();
+    const router = createRouter({
+      config: namedConfig(run),
+      handlers: { order: { Placed: async () => {} } },
+      consumer,
+      logger: createLogger({ level: 'silent' }),
+      inboxRetentionMs: 10 * DAY,
+      inboxPruneIntervalMs: 1_000,
+      // Short enough that a router without the per-topic check would subscribe too: it is the check that is missing.
+      topicRefreshMs: 1_000,
+      onEvent: r.onEvent,
+    });
+    await router.start();
+    try {
+      // No topic yet: only the 7 d horizon counts, and 10 d is safe.
+      await until('the first prune (no routed topic yet)', () => countOf(consumer), (n) => n === 0, 20_000);
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(20 * DAY) }, { name: 'segment.ms', value: String(DAY) }] }] });
+      await until('subscribed', () => r.last('router.topics-changed'), 30_000);
+      const blocked = await until('pruning stopped', () => r.last('router.inbox-prune-blocked'), 30_000);
+      expect(blocked).toMatchObject({ reasons: ['retention-too-short'], topics: [topic] });
+      expect(router.readyDetails()).toMatchObject({ inboxPrune: { blocked: true, reasons: ['retention-too-short'] } });
+      expect(await r.metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 1');
+      // Rows older than the window now stay: each prune run checks first and holds back.
+      await inboxRows(consumer, 30, 11 * DAY);
+      const runs = r.count('router.inbox-prune-blocked');
+      await until('two more prune runs', () => r.count('router.inbox-prune-blocked'), (n) => n >= runs + 2, 20_000);
+      expect(await countOf(consumer)).toBe(30);
+      expect(router.health().joined).toBe(true);
+
+      // 2 d + 1 d + 7 d = 10 d: safe again, so the next run prunes.
+      await admin.alterConfigs({
+        validateOnly: false,
+        resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: String(2 * DAY) }, { name: 'segment.ms', value: String(DAY) }] }],
+      });
+      await until('pruning resumed', () => countOf(consumer), (n) => n === 0, 30_000);
+      expect(r.count('router.inbox-prune-resumed')).toBeGreaterThanOrEqual(1);
+      expect(router.readyDetails()).toEqual({});
+      expect(await r.metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 0');
+    } finally {
+      await router.stop();
+    }
+  });
+
+  it('a compacted topic stops pruning (cleanup.policy compact keeps records past any retention), and inbox:prune refuses it', async () => {
+    const run = randomName('compact').replace(/-/g, '');
+    const consumer = randomName('compact');
+    const topic = `${run}.outbox.event.order`;
+    topics.push(topic, `${run}.outbox.dlq.order`);
+    // retention.ms 1 d + segment.ms 1 d + 7 d horizon = 9 d < 10 d: safe, were the topic not compacted.
+    const settings = [{ name: 'retention.ms', value: String(DAY) }, { name: 'segment.ms', value: String(DAY) }];
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1, configEntries: [...settings, { name: 'cleanup.policy', value: 'compact' }] }] });
+    await inboxRows(consumer, 25, 11 * DAY);
+
+    const cli = await prune(['--consumer', consumer, '--inbox-retention-ms', String(10 * DAY)], { OUTBOX_ROUTER_TOPICS: escaped(topic) });
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toContain('INBOX_RETENTION_TOO_SHORT');
+    expect(cli.stderr).toContain('compacted');
+    expect(await countOf(consumer)).toBe(25);
+
+    const r = recorder();
+    const router = createRouter({ config: namedConfig(run), handlers: { order: { Placed: async () => {} } }, consumer, logger: createLogger({ level: 'silent' }), inboxRetentionMs: 10 * DAY, inboxPruneIntervalMs: 1_000, onEvent: r.onEvent });
+    await router.start();
+    try {
+      await until('two prune runs held back', () => r.count('router.inbox-prune-blocked'), (n) => n >= 2, 20_000);
+      expect(r.last('router.inbox-prune-blocked')).toMatchObject({ reasons: ['compacted'], topics: [topic] });
+      expect(await r.metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="compacted"} 1');
+      expect(await countOf(consumer)).toBe(25);
+      await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [...settings, { name: 'cleanup.policy', value: 'delete' }] }] });
+      await until('pruning resumed once the topic is no longer compacted', () => countOf(consumer), (n) => n === 0, 30_000);
     } finally {
       await router.stop();
     }

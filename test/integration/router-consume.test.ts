@@ -2,17 +2,18 @@ import { randomUUID } from 'node:crypto';
 import { ConfigResourceTypes, type Consumer, type Kafka } from 'kafkajs';
 import pino from 'pino';
 import { isOutboxError } from '../../src/errors';
-import type { Handlers, Router } from '../../src/router';
+import { createRouter, type Handlers, type Router, type RouterOptions } from '../../src/router';
 import { collect } from '../support/consume';
 import { routerHarness } from '../support/router-scenario';
-import { testKafka } from '../support/stack-env';
+import { randomName, testKafka } from '../support/stack-env';
 
 jest.setTimeout(120_000);
 
 /**
  * The router's consume loop on the real stack: the dead-letter topics it creates, handlers that end the
  * inbox transaction themselves, heartbeats during slow chunks, a re-subscribe that fails, and the
- * start-up checks (topics pattern, unknown-event-type policy in the log).
+ * start-up checks (topics pattern, unknown-event-type policy in the log), and the default subscription:
+ * only the handlers' aggregate types, a missing one looked for every second.
  */
 describe('router consume loop', () => {
   const h = routerHarness('router_consume');
@@ -244,6 +245,59 @@ describe('router consume loop', () => {
     // The handler ran inside the inbox transaction; the record counts once that commits.
     await until('applied', () => router.stats().applied, (n) => n >= 1);
     expect(router.stats().applied).toBe(1);
+  });
+
+  describe('by default, the topics of the aggregate types the handlers name', () => {
+    /** h's config with routed topics named `<run>.outbox.event.<type>`: the default subscription is this test's own. */
+    const named = (run: string) => ({ ...h.config, connector: { ...h.config.connector, topicReplacement: `${run}.outbox.event.\${routedByValue}` } });
+    const json = (eventType: string, key: string) => ({ key, value: Buffer.from('{"n":1}'), headers: { id: randomUUID(), eventType, contentType: 'application/json' } });
+
+    function defaultRouter(run: string, handlers: Handlers, extra: Partial<RouterOptions> = {}) {
+      const events: Array<{ name: string; data: Record<string, unknown> }> = [];
+      const router = createRouter({ config: named(run), handlers, consumer: `c-${run}`, logger: h.silent, onEvent: (name, data) => void events.push({ name, data }), ...extra });
+      h.routers.push(router);
+      return { router, events };
+    }
+
+    it('a router with handlers for one type, beside three other types with events, applies its own and dead-letters or parks nothing of the others', async () => {
+      const run = randomName('only').replace(/-/g, '');
+      const topic = (type: string) => `${run}.outbox.event.${type}`;
+      const others = ['customer', 'shipment', 'invoice'];
+      await h.admin.createTopics({ topics: ['order', ...others].map((type) => ({ topic: topic(type), numPartitions: 1 })), waitForLeaders: true });
+      for (const type of others) await h.producer.send({ topic: topic(type), acks: -1, messages: [json('Created', `${type}-1`), json('Changed', `${type}-1`)] });
+      const orders = [json('OrderPlaced', 'o-1'), json('OrderPlaced', 'o-2')];
+      await h.producer.send({ topic: topic('order'), acks: -1, messages: orders });
+
+      const applied: string[] = [];
+      const { router, events } = defaultRouter(run, { order: { OrderPlaced: async (event) => void applied.push(event.id) } });
+      await router.start();
+      await until('its own events applied', () => applied, (ids) => ids.length === 2);
+      expect(applied.sort()).toEqual(orders.map((m) => m.headers.id).sort());
+      // Assigned only its own topic (before the fix: all four, each event of the others HANDLER_NOT_FOUND).
+      const join = events.find((e) => e.name === 'router.group-join');
+      expect(Object.keys((join?.data.assignment ?? {}) as Record<string, number[]>)).toEqual([topic('order')]);
+      await router.stop();
+      expect(router.stats()).toMatchObject({ received: 2, applied: 2, deadLettered: 0 });
+      const existing = await h.admin.listTopics();
+      expect(others.map((type) => `${run}.outbox.dlq.${type}`).filter((t) => existing.includes(t))).toEqual([]);
+      const parked = await h.pool.query('SELECT aggregate_type FROM inbox_parked WHERE consumer = $1', [`c-${run}`]);
+      expect(parked.rows).toEqual([]);
+    });
+
+    it('a topic that does not exist yet is looked for every second, not every topicRefreshMs: its first event is applied soon after it appears', async () => {
+      const run = randomName('soon').replace(/-/g, '');
+      const topic = `${run}.outbox.event.payment`;
+      const applied: string[] = [];
+      // A refresh far longer than the test: only the short check of the missing topic can subscribe it.
+      const { router, events } = defaultRouter(run, { payment: { PaymentTaken: async (event) => void applied.push(event.id) } }, { topicRefreshMs: 600_000 });
+      await router.start();
+      expect(router.health()).toEqual({ running: true, joined: true });
+      await h.admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+      const first = json('PaymentTaken', 'p-1');
+      await h.producer.send({ topic, acks: -1, messages: [first] });
+      await until('the first event applied', () => applied, (ids) => ids.includes(first.headers.id), 30_000);
+      expect(events.find((e) => e.name === 'router.topics-changed')?.data).toMatchObject({ added: [topic], by: 'missing-topic-check' });
+    });
   });
 
   it('refuses a topics pattern that would read dead-letter topics, from samples and from the topics that exist', async () => {

@@ -1,6 +1,8 @@
 import { isOutboxError } from '../../../src/errors';
 import { createRouterMetrics } from '../../../src/router';
-import { assertInboxRetention, pruneInboxSql, safeInboxRetention } from '../../../src/router/inbox-retention';
+import type { Admin } from 'kafkajs';
+import { assertInboxRetention, pruneBlock, pruneInboxSql, safeInboxRetention, topicRetentions } from '../../../src/router/inbox-retention';
+import { createPruneGuard } from '../../../src/router/prune-guard';
 import { runCleanup } from '../../../src/db';
 
 const DAY = 86_400_000;
@@ -29,6 +31,72 @@ describe('the inbox retention window', () => {
     expect(() => assertInboxRetention(DAY, DAY, topics, true)).not.toThrow();
     expect(() => assertInboxRetention(0, DAY, topics, false)).not.toThrow();
     expect(() => assertInboxRetention(365 * DAY, 0, [topic('outbox.event.order', -1)], false)).toThrow(/forever/);
+  });
+
+  it('has no finite window for a compacted topic, one kept forever or one whose settings are unknown: the reasons and topics say which', () => {
+    const compacted = { ...topic('outbox.event.customer', DAY, DAY), compacted: true };
+    expect(safeInboxRetention([compacted], 0).minimumMs).toBe(Infinity);
+    const block = pruneBlock(365 * DAY, DAY, [compacted, topic('outbox.event.order', -1), topic('outbox.event.gone', null), topic('outbox.event.ok', DAY)], false, 'TOPIC_AUTHORIZATION_FAILED');
+    expect(block?.reasons).toEqual(['retention-unknown', 'compacted', 'retention-infinite']);
+    expect(block?.topics).toEqual(['outbox.event.customer', 'outbox.event.gone', 'outbox.event.order']);
+    expect(block?.message).toMatch(/settings of outbox\.event\.gone could not be read \(TOPIC_AUTHORIZATION_FAILED\)/);
+    expect(block?.message).toContain('outbox.event.customer is compacted');
+    expect(block?.minimumMs).toBe(-1);
+    // Unknown alone blocks too, whatever the window; allowShort and 0 never block.
+    expect(pruneBlock(365 * DAY, DAY, [topic('outbox.event.gone', null)], false)?.reasons).toEqual(['retention-unknown']);
+    expect(pruneBlock(365 * DAY, DAY, [compacted], true)).toBeUndefined();
+    expect(pruneBlock(0, DAY, [compacted], false)).toBeUndefined();
+    expect(pruneBlock(9 * DAY, DAY, [topic('outbox.event.order', 7 * DAY, DAY)], false)).toBeUndefined();
+    expect(pruneBlock(8 * DAY, DAY, [topic('outbox.event.order', 7 * DAY, DAY)], false)?.reasons).toEqual(['retention-too-short']);
+    expect(() => assertInboxRetention(365 * DAY, DAY, [compacted], false)).toThrow(/compacted/);
+  });
+
+  it('reads retention.ms, segment.ms and cleanup.policy; a refused request or an undescribable topic is unknown, never an error', async () => {
+    const entries = (policy: string) => [
+      { configName: 'retention.ms', configValue: String(DAY) },
+      { configName: 'segment.ms', configValue: String(DAY) },
+      { configName: 'cleanup.policy', configValue: policy },
+    ];
+    const admin = {
+      describeConfigs: async () => ({
+        resources: [
+          { resourceName: 'a', errorCode: 0, configEntries: entries('delete') },
+          { resourceName: 'b', errorCode: 0, configEntries: entries('compact,delete') },
+          { resourceName: 'c', errorCode: 29, errorMessage: 'Topic authorization failed', configEntries: [] },
+        ],
+      }),
+    } as unknown as Admin;
+    expect(await topicRetentions(admin, ['a', 'b', 'c'])).toEqual({
+      retentions: [
+        { topic: 'a', retentionMs: DAY, segmentMs: DAY, compacted: false },
+        { topic: 'b', retentionMs: DAY, segmentMs: DAY, compacted: true },
+        { topic: 'c', retentionMs: null, segmentMs: null },
+      ],
+      error: 'c: Topic authorization failed',
+    });
+    const refused = { describeConfigs: async () => Promise.reject(new Error('Cluster authorization failed')) } as unknown as Admin;
+    expect(await topicRetentions(refused, ['a'])).toEqual({ retentions: [{ topic: 'a', retentionMs: null, segmentMs: null }], error: 'Cluster authorization failed' });
+  });
+
+  it("the router's guard checks every topic it was given, blocks while one is unsafe and says when it resumes", async () => {
+    let fail = true;
+    const admin = {
+      describeConfigs: async ({ resources }: { resources: Array<{ name: string }> }) => {
+        if (fail) throw new Error('DescribeConfigs refused');
+        return { resources: resources.map((r) => ({ resourceName: r.name, errorCode: 0, configEntries: [{ configName: 'retention.ms', configValue: String(DAY) }, { configName: 'segment.ms', configValue: '0' }, { configName: 'cleanup.policy', configValue: 'delete' }] })) };
+      },
+    } as unknown as Admin;
+    const events: Array<[string, Record<string, unknown>]> = [];
+    const guard = createPruneGuard(() => admin, { inboxRetentionMs: 10 * DAY, dlqReplayHorizonMs: DAY, allowShortInboxRetention: false }, (name, data) => void events.push([name, data]));
+    expect(await guard.watch([])).toBeUndefined(); // no topic: nothing to read
+    expect(await guard.watch(['outbox.event.order'])).toMatchObject({ reasons: ['retention-unknown'], topics: ['outbox.event.order'] });
+    expect(guard.blocked()?.message).toContain('DescribeConfigs refused');
+    fail = false;
+    expect(await guard.check()).toBeUndefined();
+    expect(guard.blocked()).toBeUndefined();
+    expect(guard.minimumMs()).toBe(2 * DAY);
+    expect(events.map(([name]) => name)).toEqual(['router.inbox-prune-blocked', 'router.inbox-prune-resumed']);
+    expect(events[0]?.[1]).toMatchObject({ code: 'INBOX_RETENTION_TOO_SHORT', reasons: ['retention-unknown'] });
   });
 
   it('prunes by primary key, oldest first, per consumer, skipping rows whose event is parked, without row locks the router role may not take', () => {
@@ -62,5 +130,18 @@ describe('router metrics for the inbox and parked keys', () => {
     expect(text).toContain('outbox_router_parked_events{aggregate_type="order"} 4');
     expect(text).toContain('outbox_router_parked_oldest_seconds{aggregate_type="order"} 150');
     expect(text).not.toContain('aggregate_type="payment"');
+  });
+
+  it('show why the prune is blocked, one series per reason, all 0 once it resumes', async () => {
+    const { registry, onEvent } = createRouterMetrics();
+    expect(await registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="compacted"} 0');
+    onEvent('router.inbox-prune-blocked', { reasons: ['compacted', 'retention-unknown'], topics: ['outbox.event.order'] });
+    let text = await registry.metrics();
+    expect(text).toContain('outbox_router_inbox_prune_blocked{reason="compacted"} 1');
+    expect(text).toContain('outbox_router_inbox_prune_blocked{reason="retention-unknown"} 1');
+    expect(text).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 0');
+    onEvent('router.inbox-prune-resumed', {});
+    text = await registry.metrics();
+    expect(text).not.toMatch(/outbox_router_inbox_prune_blocked\{[^}]*\} 1/);
   });
 });

@@ -34,7 +34,7 @@ describe('assertNotDlqPattern', () => {
   };
 
   it('refuses a pattern matching dead-letter topics, naming the pattern and the fix', () => {
-    expect(refusal(/.*/)).toMatch(/^TOPIC_PATTERN_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics \(outbox\.dlq\.x.*\^outbox\\\.event\\\.\.\+\$ \(the default\)/s);
+    expect(refusal(/.*/)).toMatch(/^TOPIC_PATTERN_INVALID: The topics pattern \/\.\*\/ \(--topics\) matches dead-letter topics \(outbox\.dlq\.x.*\^outbox\\\.event\\\.\.\+\$ or .*by default the router reads the routed topics of its handlers' aggregate types/s);
     expect(refusal(/^outbox\..+/)).toMatch(/^TOPIC_PATTERN_INVALID: .*outbox\.dlq\.x/s);
   });
 

@@ -80,4 +80,16 @@ describe('runService', () => {
     await running;
     await expect(fetch(`http://127.0.0.1:${port}/livez`)).rejects.toThrow();
   });
+
+  it("puts the service's readiness details in /readyz's body, ready or not", async () => {
+    const port = await freePort();
+    const svc = { ...service(async () => {}, () => true), readyDetails: () => ({ inboxPrune: { blocked: true, reasons: ['compacted'] } }) };
+    const running = runService(options(svc, port));
+    await new Promise((r) => setTimeout(r, 50));
+    const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: 'ok', inboxPrune: { blocked: true, reasons: ['compacted'] } });
+    process.emit('SIGUSR2', 'SIGUSR2');
+    await running;
+  });
 });

@@ -1,0 +1,35 @@
+import { topicSelection } from '../../../src/router/subscription';
+import { assertNotDlqPattern, exactTopicsPattern, topicNames } from '../../../src/topics';
+
+const handler = async () => {};
+
+describe("the router's default topics", () => {
+  it('are the routed topics of the aggregate types the handlers name, not every routed topic', () => {
+    const selection = topicSelection({ handlers: { order: { OrderPlaced: handler }, payment: { PaymentTaken: handler } } }, topicNames());
+    expect(selection.wanted).toEqual(['outbox.event.order', 'outbox.event.payment']);
+    expect(selection.pattern.test('outbox.event.order')).toBe(true);
+    expect(selection.pattern.test('outbox.event.customer')).toBe(false);
+    expect(selection.pattern.test('outbox.event.orders')).toBe(false);
+    expect(() => assertNotDlqPattern(selection.pattern)).not.toThrow();
+  });
+
+  it('follow connector.topicReplacement, and escape what the names hold', () => {
+    const selection = topicSelection({ handlers: { 'order.v2': { Placed: handler }, 'a+b': { X: handler } } }, topicNames('staging.${routedByValue}.events'));
+    expect(selection.wanted).toEqual(['staging.a+b.events', 'staging.order.v2.events']);
+    expect(selection.pattern.test('staging.order.v2.events')).toBe(true);
+    expect(selection.pattern.test('staging.orderXv2.events')).toBe(false);
+    expect(selection.pattern.test('staging.aab.events')).toBe(false);
+    expect(selection.pattern.test('staging.a+b.events')).toBe(true);
+  });
+
+  it('give way to an explicit pattern, which has no exact names', () => {
+    const topics = /^outbox\.event\..+$/;
+    expect(topicSelection({ topics, handlers: { order: { OrderPlaced: handler } } }, topicNames())).toEqual({ pattern: topics });
+  });
+
+  it('an exact pattern of no names matches nothing', () => {
+    expect(exactTopicsPattern([]).test('')).toBe(false);
+    expect(exactTopicsPattern([]).test('outbox.event.order')).toBe(false);
+    expect(exactTopicsPattern(['b', 'a', 'b']).source).toBe('^(?:a|b)$');
+  });
+});
