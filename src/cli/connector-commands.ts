@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import type { OutboxConfig } from '../config';
 import {
   connectorStatus,
+  DEFAULT_PEEK_TIMEOUT_MS,
   deleteConnector,
   deployConnector,
   formatDiff,
@@ -18,7 +19,7 @@ import {
   type StrimziOptions,
 } from '../connector';
 import { OutboxError } from '../errors';
-import { configFrom, withConfigOption } from './config-option';
+import { configFrom, wholeNumber, withConfigOption } from './config-option';
 import { action, formatMs, loggerFor } from './run-command';
 
 interface CommonOptions {
@@ -215,6 +216,16 @@ function simpleCommand(name: string, description: string, run: (config: OutboxCo
   );
 }
 
+/**
+ * --peek-timeout-ms of connector:delete --drop-slot and outbox:switch-to-relay: peeking a slot decodes
+ * its whole backlog, which takes longer than database.statementTimeoutMs on large ones (docs/relay.md).
+ */
+export function peekTimeoutOption(prefix = ''): Option {
+  return new Option('--peek-timeout-ms <ms>', `${prefix}the statement timeout of the slot peek, which decodes the slot's whole backlog; 0 = no limit`)
+    .argParser((value) => wholeNumber(0, 'milliseconds from 0 (no limit), e.g. --peek-timeout-ms 7200000')(value, '--peek-timeout-ms'))
+    .default(DEFAULT_PEEK_TIMEOUT_MS);
+}
+
 function deleteCommand(): Command {
   return withCommon(
     new Command('connector:delete').description(
@@ -225,9 +236,10 @@ function deleteCommand(): Command {
   )
     .option('--drop-slot', "also reset the connector's offsets, then drop its replication slot and the publication (run db:provision before deploying again)", false)
     .option('--force', 'with --drop-slot: drop even when outbox rows the connector has not published would be discarded', false)
+    .addOption(peekTimeoutOption('with --drop-slot: '))
     .action(
-      action(async (opts: CommonOptions & { dropSlot: boolean; force: boolean }, command: Command) => {
-        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, force: opts.force, log: loggerFor(command) });
+      action(async (opts: CommonOptions & { dropSlot: boolean; force: boolean; peekTimeoutMs: number }, command: Command) => {
+        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, force: opts.force, peekTimeoutMs: opts.peekTimeoutMs, log: loggerFor(command) });
         const u = result.unconfirmed;
         print(opts.json, result, () => [
           `connector ${result.connector}: ${result.deleted ? 'deleted' : 'was not deployed'}`,

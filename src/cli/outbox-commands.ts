@@ -6,6 +6,7 @@ import { switchToRelay } from '../connector';
 import { watchdogDatabase } from '../watchdog';
 import { createPool } from '../db';
 import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { peekTimeoutOption } from './connector-commands';
 import { action, formatMs, loggerFor, runOnceOrEvery } from './run-command';
 
 /** outbox:cleanup's flags: the watchdog's cleanup settings (the same ones it runs with). */
@@ -115,11 +116,12 @@ function switchToRelayCommand(): Command {
   )
     .option('--slot <name>', `the connector's slot ${defaultOf('connector.slotName')}`)
     .option('--dry-run', 'count what would be marked; change nothing', false)
+    .addOption(peekTimeoutOption())
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: { dryRun: boolean; json: boolean }, command: Command) => {
+      action(async (opts: { dryRun: boolean; json: boolean; peekTimeoutMs: number }, command: Command) => {
         const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS.filter((f) => f.flag === '--slot'));
-        const report = await switchToRelay(config, { dryRun: opts.dryRun, log: loggerFor(command) });
+        const report = await switchToRelay(config, { dryRun: opts.dryRun, peekTimeoutMs: opts.peekTimeoutMs, log: loggerFor(command) });
         if (opts.json) process.stdout.write(`${JSON.stringify(report)}\n`);
         else {
           process.stdout.write(

@@ -4,24 +4,35 @@
  * drop (with the connector already STOPPED, so no walsender holds the slot) this measures:
  * - the unconfirmed WAL: pg_current_wal_lsn() − confirmed_flush_lsn. WAL is cluster-wide, so on a
  *   busy cluster this is rarely 0 even when no outbox row is behind: shown, not judged on its own;
- * - the outbox rows behind: peeking the slot (pg_logical_slot_peek_binary_changes, which consumes
- *   nothing) decodes exactly what the slot would still send through the publication; the inserts into
- *   the outbox table past the connector's position are counted. That position is the later of
- *   confirmed_flush_lsn and the stored Connect offset: Debezium confirms to the slot only after
- *   Connect stored the offset (on the connector's stop, for everything it had published), so events
- *   between the two were published. Compared per change, not per commit: the stored offset of a
- *   published transaction's last event is before that transaction's commit record.
+ * - the outbox rows behind: peeking the slot (consuming nothing) lists the outbox inserts of the
+ *   transactions the connector has not published, decided per transaction (slot-peek.ts: its commit
+ *   past the later of confirmed_flush_lsn and the stored offset's lsn_commit); of those, the rows that
+ *   nothing else has published since are counted.
+ * "Published since": after `outbox:switch-to-relay` the polling relay publishes those rows and sets
+ * their published_at, so a row with published_at set is not lost with the slot (CDC never sets it).
+ * A row that no longer exists is not proof of publishing. The paths that delete outbox rows:
+ * - the relay's cleanup (src/relay/sql.ts) deletes only rows it published (published_at set);
+ * - the cleanup under CDC (migration 011) deletes only rows of transactions the slot has confirmed,
+ *   which the peek never lists;
+ * - insert-then-delete writers (deleteAfterInsert, src/producer/writer.ts) delete their own row in the
+ *   inserting transaction, unpublished: the event exists only in the WAL, and dropping the slot loses it.
+ * So a missing row counts as unpublished, unless a switch-to-relay message lies past the position: the
+ * outbox was handed to the relay (which cannot run with insert-then-delete writers), and its cleanup
+ * deletes the rows it published. Rows from before migration 011 (tx_id NULL) cannot be looked up: the
+ * slot's count stands for them.
  * A count > 0 refuses. When the count cannot be made (no REPLICATION right, publication gone, the
- * statement timeout on a huge backlog, the slot still held), unconfirmed WAL above a tolerance refuses
- * instead: the sound side when nothing better is known.
+ * peek timeout, the slot still held), unconfirmed WAL above a tolerance refuses instead: the sound side
+ * when nothing better is known.
  */
 import type { Client } from 'pg';
 import type { OutboxConfig } from '../config';
+import { qualified } from '../db';
 import { OutboxError } from '../errors';
+import type { Logger } from '../log';
 import { sleep } from '../retry';
 import { readSlot } from './database';
-import { quoteIdent } from './escape';
-import { formatLsn, offsetLsn, parseLsn } from './slot-guard';
+import { formatLsn, parseLsn } from './slot-guard';
+import { DEFAULT_PEEK_TIMEOUT_MS, migrationTxId, peekPending, streamPosition, withStatementTimeout, type PendingTransaction } from './slot-peek';
 
 /** Unconfirmed WAL tolerated when outbox rows cannot be counted: a heartbeat interval's worth on an idle cluster. */
 export const DROP_TOLERANCE_BYTES = 1024 * 1024;
@@ -31,27 +42,46 @@ export interface Unconfirmed {
   /** pg_current_wal_lsn() − confirmed_flush_lsn. */
   unconfirmedBytes: number | null;
   confirmedFlushLsn: string | null;
-  /** The connector's position: the later of confirmed_flush_lsn and its stored offset. */
+  /** The connector's commit position: the later of confirmed_flush_lsn and its stored offset's lsn_commit. */
   position: string | null;
-  /** Outbox inserts past `position` (committed, not published); null when they could not be counted (see countError). */
+  /** Outbox rows of transactions committed past `position` that nothing has published; null when they could not be counted (see countError). */
   outboxRows: number | null;
+  /** Transactions with outbox inserts the slot has not sent. */
+  unpublishedTransactions?: number;
+  /** A switch to the relay lies past the position: missing rows are the relay's. */
+  handedToRelay?: boolean;
   countError?: string;
 }
 
-/**
- * pgoutput (protocol 1) messages start with their type byte; an insert ('I' = 73) continues with the
- * relation's OID (int32). `select` is the select list (count, or the transaction ids). A change row's `lsn` is the position Debezium stores as the event's `lsn`
- * (both are the walsender's write position for that change), so the comparison is like for like.
- */
-export function outboxInsertsBehindSql(select: string): string {
-  return `
-SELECT ${select}
-  FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)
- WHERE get_byte(data, 0) = 73
-   AND ('x' || lpad(encode(substring(data FROM 2 FOR 4), 'hex'), 16, '0'))::bit(64)::bigint = $3::bigint
-   AND pg_wal_lsn_diff(lsn, '0/0') > $4::numeric`;
+export interface ReadUnconfirmedOptions {
+  /** The peek's statement timeout in ms (0: none); the connection's statementTimeoutMs does not apply to it. */
+  peekTimeoutMs?: number;
+  log?: Logger;
 }
-const BEHIND_SQL = outboxInsertsBehindSql('count(*)::bigint::text AS n');
+
+/**
+ * Of `pending`, the rows nothing has published: still in the outbox with published_at NULL, or gone
+ * (unless `handedToRelay`), at most each transaction's unpublished inserts. Transactions at or before
+ * `legacyTxId` (the one that applied migration 011) may have rows with tx_id NULL: the slot's count
+ * stands for them.
+ */
+async function countStillUnpublished(db: Client, config: OutboxConfig, pending: PendingTransaction[], handedToRelay: boolean, legacyTxId: bigint | undefined): Promise<number> {
+  if (pending.length === 0) return 0;
+  const slotCount = pending.reduce((n, t) => n + t.unpublishedInserts, 0);
+  if (legacyTxId === undefined) return slotCount; // no tx_id column: nothing to look up
+  const outbox = qualified(config.outbox.schema, config.outbox.table);
+  const { rows } = await db.query<{ n: string }>(
+    `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::int[]) AS p(tx, unpublished, inserts)),
+          o AS (SELECT o.tx_id, count(*) FILTER (WHERE o.published_at IS NULL) AS waiting, count(*) AS present
+                  FROM ${outbox} o JOIN p ON o.tx_id = p.tx GROUP BY o.tx_id)
+     SELECT coalesce(sum(CASE WHEN p.tx <= $4::bigint THEN p.unpublished
+                              ELSE least(p.unpublished, coalesce(o.waiting, 0) + CASE WHEN $5::boolean THEN 0 ELSE greatest(p.inserts - coalesce(o.present, 0), 0) END)
+                         END), 0)::bigint::text AS n
+       FROM p LEFT JOIN o ON o.tx_id = p.tx`,
+    [pending.map((t) => t.txId.toString()), pending.map((t) => t.unpublishedInserts), pending.map((t) => t.inserts), legacyTxId.toString(), handedToRelay],
+  );
+  return Number(rows[0]?.n ?? slotCount);
+}
 
 /**
  * Reads what dropping `slotName` would discard; undefined when the slot does not exist. Waits up to
@@ -63,6 +93,7 @@ export async function readUnconfirmed(
   slotName: string,
   storedOffset: Readonly<Record<string, unknown>> | undefined,
   timeoutMs: number,
+  options: ReadUnconfirmedOptions = {},
 ): Promise<Unconfirmed | undefined> {
   const deadline = Date.now() + timeoutMs;
   let slot = await readSlot(db, slotName);
@@ -71,24 +102,23 @@ export async function readUnconfirmed(
     slot = await readSlot(db, slotName);
   }
   if (!slot) return undefined;
-  const confirmed = slot.confirmedFlushLsn === null ? undefined : parseLsn(slot.confirmedFlushLsn);
-  const stored = offsetLsn(storedOffset);
-  const position = confirmed === undefined ? stored : stored === undefined || confirmed > stored ? confirmed : stored;
+  const position = streamPosition(slot.confirmedFlushLsn === null ? undefined : parseLsn(slot.confirmedFlushLsn), storedOffset);
   const result: Unconfirmed = {
     slotName,
     unconfirmedBytes: slot.confirmedLagBytes,
     confirmedFlushLsn: slot.confirmedFlushLsn,
-    position: position === undefined ? null : formatLsn(position),
+    position: position.commitLsn === 0n ? null : formatLsn(position.commitLsn),
     outboxRows: null,
   };
   if (slot.active) return { ...result, countError: `the slot is still in use by pid ${slot.activePid}` };
-  const { schema, table, publication } = config.outbox;
   try {
-    const oid = await db.query<{ oid: string | null }>('SELECT to_regclass($1)::oid::bigint::text AS oid', [`${quoteIdent(schema)}.${quoteIdent(table)}`]);
-    const tableOid = oid.rows[0]?.oid;
-    if (!tableOid) return { ...result, outboxRows: 0 };
-    const { rows } = await db.query<{ n: string }>(BEHIND_SQL, [slotName, publication, tableOid, (position ?? 0n).toString()]);
-    return { ...result, outboxRows: Number(rows[0]?.n ?? 0) };
+    return await withStatementTimeout(db, options.peekTimeoutMs ?? DEFAULT_PEEK_TIMEOUT_MS, async () => {
+      const peek = await peekPending(db, config.outbox, slotName, position, options.log);
+      if (!peek) return { ...result, outboxRows: 0 };
+      const legacy = await migrationTxId(db, config.outbox);
+      const outboxRows = await countStillUnpublished(db, config, peek.transactions, peek.handedToRelay, legacy);
+      return { ...result, outboxRows, unpublishedTransactions: peek.transactions.length, handedToRelay: peek.handedToRelay };
+    });
   } catch (error) {
     return { ...result, countError: (error as Error).message };
   }

@@ -36,7 +36,8 @@ export {
   type DeleteResult,
   type OperationOptions,
 } from './operations';
-export { switchToRelay, widenXid, type SwitchToRelayOptions, type SwitchToRelayReport } from './switch-to-relay';
+export { switchToRelay, type SwitchToRelayOptions, type SwitchToRelayReport } from './switch-to-relay';
+export { DEFAULT_PEEK_TIMEOUT_MS, widenXid } from './slot-peek';
 export { checkPublication, judgePublication, PUBLICATION_CHECK_SQL, PUBLICATION_FIX, type PublicationCheck, type PublicationTarget } from './publication-check';
 export { slotGuard, parseLsn, type GuardFinding, type SlotInfo } from './slot-guard';
 export {

@@ -123,6 +123,8 @@ export interface DeleteOptions extends OperationOptions {
   /** With dropSlot: leave the publication (a re-snapshot deploys again on it at once). */
   keepPublication?: boolean;
   timeoutMs?: number;
+  /** With dropSlot: the slot peek's statement timeout in ms (0: none; slot-peek.ts). */
+  peekTimeoutMs?: number;
 }
 
 export interface DeleteResult {
@@ -152,7 +154,7 @@ export async function deleteConnector(config: OutboxConfig, options: DeleteOptio
 
   /** Measures what the drop would discard; refuses (restoring the connector's state) unless forced. */
   const guardDrop = async (offset: Record<string, unknown> | undefined, restore: () => Promise<void>) => {
-    const work = await withAdmin(config, (db) => readUnconfirmed(db, config, slotName, offset, timeoutMs));
+    const work = await withAdmin(config, (db) => readUnconfirmed(db, config, slotName, offset, timeoutMs, { peekTimeoutMs: options.peekTimeoutMs, log: options.log }));
     result.unconfirmed = work ?? null;
     const refusal = dropRefusal(name, work);
     if (!refusal) return;

@@ -5,15 +5,16 @@
  * rest stay for the relay.
  *
  * Which rows were published: the connector is STOPPED (Debezium confirms to the slot, and Connect
- * stores the offset, of everything it published before it stops). Its position is the later of the
- * slot's confirmed_flush_lsn and the stored offset (drop-guard.ts explains why). Peeking the slot (which
- * consumes nothing) lists the outbox inserts past that position with their transaction ids: those
- * transactions were not published. Every other transaction that had ended was. So:
+ * stores the offset, of everything it published before it stops). Peeking the slot (which consumes
+ * nothing) lists the transactions with outbox inserts it has not published, decided per transaction by
+ * their commit (slot-peek.ts). Every other transaction that had ended was published. So:
  *   1. x = the xmin of a snapshot: transactions below it have ended;
  *   2. wait until the WAL is flushed past the insert position taken after it (an asynchronous commit's
  *      record may not be flushed yet, and a peek reads flushed WAL only);
- *   3. peek the unpublished inserts' transaction ids;
- *   4. mark published the rows with tx_id < x whose transaction is not among them.
+ *   3. peek the unpublished transactions' ids (in a transaction of its own, without the connection's
+ *      statement timeout: large backlogs take minutes);
+ *   4. write a switch-to-relay logical decoding message (the drop guard reads it), then mark published
+ *      the rows with tx_id < x whose transaction is not among them.
  * Rows of transactions at or after x (running during the switch; the connector is stopped, so none of
  * them was published) stay for the relay. Rows written before migration 011 (tx_id NULL) are marked
  * only when no unpublished transaction is older than the one that applied that migration.
@@ -26,8 +27,8 @@ import type { Logger } from '../log';
 import { sleep } from '../retry';
 import { createConnectClient, type ConnectClient } from './connect-client';
 import { readSlot, withAdmin } from './database';
-import { outboxInsertsBehindSql } from './drop-guard';
-import { formatLsn, offsetForServer, offsetLsn, parseLsn } from './slot-guard';
+import { formatLsn, offsetForServer, parseLsn } from './slot-guard';
+import { DEFAULT_PEEK_TIMEOUT_MS, SWITCH_MESSAGE_PREFIX, migrationTxId, peekPending, streamPosition, withStatementTimeout } from './slot-peek';
 import { waitForState } from './wait';
 
 export interface SwitchToRelayOptions {
@@ -38,6 +39,8 @@ export interface SwitchToRelayOptions {
   /** Rows per UPDATE statement. */
   batchSize?: number;
   timeoutMs?: number;
+  /** The slot peek's statement timeout in ms (0: none); database.statementTimeoutMs does not apply to it (slot-peek.ts). */
+  peekTimeoutMs?: number;
 }
 
 export interface SwitchToRelayReport {
@@ -45,7 +48,7 @@ export interface SwitchToRelayReport {
   /** Whether this run stopped the connector (it stays STOPPED). */
   stopped: boolean;
   slotName: string;
-  /** The connector's position: the later of confirmed_flush_lsn and its stored offset. */
+  /** The connector's commit position: the later of confirmed_flush_lsn and its stored offset's lsn_commit. */
   position: string;
   /** Transactions with outbox inserts past the position (their rows stay for the relay). */
   unpublishedTransactions: number;
@@ -54,15 +57,6 @@ export interface SwitchToRelayReport {
   /** Rows left with published_at NULL: the relay publishes them. */
   leftForRelay: number;
   dryRun: boolean;
-}
-
-const XID_MOD = 2n ** 32n;
-
-/** A 32-bit xid widened to its xid8, given a current xid8 at or after it (less than 2^31 transactions apart). */
-export function widenXid(xid: bigint, current: bigint): bigint {
-  const epoch = current / XID_MOD;
-  const low = current % XID_MOD;
-  return (xid <= low ? epoch : epoch - 1n) * XID_MOD + xid;
 }
 
 export async function switchToRelay(config: OutboxConfig, options: SwitchToRelayOptions = {}): Promise<SwitchToRelayReport> {
@@ -89,7 +83,7 @@ export async function switchToRelay(config: OutboxConfig, options: SwitchToRelay
 }
 
 async function markPublished(db: Client, config: OutboxConfig, slotName: string, storedOffset: Record<string, unknown> | undefined, options: SwitchToRelayOptions & { timeoutMs: number }) {
-  const { schema, table, publication, migrationsTable } = config.outbox;
+  const { schema, table } = config.outbox;
   const outbox = qualified(schema, table);
   const deadline = Date.now() + options.timeoutMs;
   let slot = await readSlot(db, slotName);
@@ -101,9 +95,7 @@ async function markPublished(db: Client, config: OutboxConfig, slotName: string,
   if (slot.active) throw refused(`the slot ${slotName} is still in use by pid ${slot.activePid}: stop whatever streams it.`);
   if (slot.plugin !== 'pgoutput') throw refused(`the slot ${slotName} uses the ${slot.plugin} plugin; only pgoutput slots (plugin.name=pgoutput) can be read.`);
   if (slot.walStatus === 'lost' || slot.confirmedFlushLsn === null) throw refused(`the slot ${slotName} is lost: the WAL it had not read is gone, so its unpublished transactions cannot be listed. Start the relay as it is: it publishes every row still in the outbox, and the consumers' inbox drops the ones CDC had published.`);
-  const confirmed = parseLsn(slot.confirmedFlushLsn);
-  const stored = offsetLsn(storedOffset);
-  const position = stored !== undefined && stored > confirmed ? stored : confirmed;
+  const position = streamPosition(parseLsn(slot.confirmedFlushLsn), storedOffset);
 
   try {
     const x = (await db.query<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x')).rows[0]!.x;
@@ -112,21 +104,24 @@ async function markPublished(db: Client, config: OutboxConfig, slotName: string,
       if (Date.now() > deadline) throw refused(`the WAL was not flushed past ${insertLsn} in time; run it again.`);
       await sleep(10);
     }
-    const oid = (await db.query<{ oid: string | null }>('SELECT to_regclass($1)::oid::bigint::text AS oid', [outbox])).rows[0]?.oid;
-    const pending = oid ? (await db.query<{ xid: string }>(outboxInsertsBehindSql('DISTINCT xid::text AS xid'), [slotName, publication, oid, position.toString()])).rows : [];
-    const current = BigInt((await db.query<{ c: string }>('SELECT pg_current_xact_id()::text AS c')).rows[0]!.c);
-    const unpublished = pending.map((r) => widenXid(BigInt(r.xid), current));
+    const peek = await withStatementTimeout(db, options.peekTimeoutMs ?? DEFAULT_PEEK_TIMEOUT_MS, () => peekPending(db, config.outbox, slotName, position, options.log));
+    // A transaction the connector published only in part (the stored offset ends inside it) is left to
+    // the relay whole: its published part goes out again, and the consumers' inbox drops it.
+    const unpublished = (peek?.transactions ?? []).map((t) => t.txId);
+    const legacy = await migrationTxId(db, config.outbox);
+    if (legacy === undefined) throw refused(`the outbox has no tx_id column yet (migration 011 is not applied): run \`outbox db:provision\` first.`);
     // Rows from before migration 011 have no tx_id: published if no unpublished transaction is older than
-    // the one that applied the migration (the xmin of its row in the migrations table).
-    const applied = (await db.query<{ xmin: string }>(`SELECT xmin::text AS xmin FROM ${qualified(schema, migrationsTable)} WHERE id = 11`)).rows[0];
-    const migrationXid = applied ? widenXid(BigInt(applied.xmin), current) : current;
-    const nullRowsPublished = unpublished.every((u) => u > migrationXid);
+    // the one that applied the migration.
+    const nullRowsPublished = unpublished.every((u) => u > legacy);
     const where = `published_at IS NULL AND (tx_id < $1::bigint${nullRowsPublished ? ' OR tx_id IS NULL' : ''}) AND NOT (coalesce(tx_id, -1) = ANY($2::bigint[]))`;
     const params = [x, unpublished.map(String)];
     let marked = 0;
     if (options.dryRun) {
       marked = Number((await db.query<{ n: string }>(`SELECT count(*)::bigint::text AS n FROM ${outbox} WHERE ${where}`, params)).rows[0]!.n);
     } else {
+      // Written first, so a role that may not write it marks nothing: the drop guard reads it as "the relay
+      // owns this outbox since here" (drop-guard.ts). Transactional: it exists only if this run got this far.
+      await db.query('SELECT pg_logical_emit_message(true, $1, $2)', [SWITCH_MESSAGE_PREFIX, JSON.stringify({ slotName, position: formatLsn(position.commitLsn), unpublishedTransactions: unpublished.length })]);
       const batchSize = options.batchSize ?? 10_000;
       for (;;) {
         const n = (await db.query(`UPDATE ${outbox} SET published_at = now() WHERE id IN (SELECT id FROM ${outbox} WHERE ${where} LIMIT $3)`, [...params, batchSize])).rowCount ?? 0;
@@ -135,7 +130,7 @@ async function markPublished(db: Client, config: OutboxConfig, slotName: string,
       }
     }
     const waiting = Number((await db.query<{ n: string }>(`SELECT count(*)::bigint::text AS n FROM ${outbox} WHERE published_at IS NULL`)).rows[0]!.n);
-    return { slotName, position: formatLsn(position), unpublishedTransactions: unpublished.length, markedPublished: marked, leftForRelay: options.dryRun ? waiting - marked : waiting, dryRun: !!options.dryRun };
+    return { slotName, position: formatLsn(position.commitLsn), unpublishedTransactions: unpublished.length, markedPublished: marked, leftForRelay: options.dryRun ? waiting - marked : waiting, dryRun: !!options.dryRun };
   } catch (error) {
     if (pgCode(error) === '42501') throw refused(`the admin role may not read the slot or update the outbox (${(error as Error).message}): it needs REPLICATION (or superuser) to peek a slot.`, error);
     if (pgCode(error) === '55006') throw refused(`the slot ${slotName} became active while switching: stop whatever streams it and run the command again.`, error);
