@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import type { PoolClient } from 'pg';
 import { qualified } from '../../src/db';
 import { parkedTableName } from '../../src/provision/sql-files';
 import { replayDeadLetters, type EventHandler, type Handlers } from '../../src/router';
@@ -111,39 +112,44 @@ describe('dlq:replay and dlq:release with several consumers of one topic', () =>
     const s = await scenario(1);
     const consumer = `c-${s.run}`;
     let broken = true;
-    let hold: (() => void) | undefined;
-    const held = new Promise<void>((resolve) => (hold = resolve));
     const base = recording(s, consumer, (reason) => broken && reason === 'poison');
-    const slow: Handlers = {
-      order: {
-        OrderCancelled: async (event, ctx) => {
-          // The batch has loaded k's head (poison) already; it waits here while the key is released.
-          if (event.payload.reason === 'slow') await held;
-          await (base.order?.OrderCancelled as EventHandler)(event, ctx);
-        },
-      },
+    let locker: PoolClient | undefined;
+    const released = async () => !(await parkedIds(consumer)).includes(String(poison?.id));
+    // `slow` (another key, just before an event of k in one batch) lets the release through and waits for it.
+    const letThrough: EventHandler = async (event, ctx) => {
+      if (event.payload.reason === 'slow') {
+        await locker?.query('COMMIT');
+        locker?.release();
+        while (!(await released())) await new Promise((done) => setTimeout(done, 10));
+      }
+      await (base.order?.OrderCancelled as EventHandler)(event, ctx);
     };
-    const r = await startRouter(s, slow, { maxAttempts: 1, maxTransactionRecords: 1, lanes: 1 });
-    await produce(s, [{ key: 'k', reason: 'poison' }]);
+    const r = await startRouter(s, { order: { OrderCancelled: letThrough } }, { maxAttempts: 1, maxTransactionRecords: 1, lanes: 1 });
+    const [poison] = await produce(s, [{ key: 'k', reason: 'poison' }]);
     await until('k parked', () => r.stats(), (st) => st.deadLettered === 1);
     broken = false;
-    // One batch: a slow event of another key, then an event of k, behind the loaded (old) head.
-    const [, next] = await produce(s, [{ key: 'x', reason: 'slow' }, { key: 'k', reason: 'next' }]);
-    await until('the batch is in the slow handler', () => r.stats(), (st) => st.received >= 2);
 
+    // The release waits on a lock on k's parked row, so that it lands inside the next batch, after
+    // that batch loaded k's head (a batch starts no new record after 500 ms, so it must be quick).
+    locker = await h.pool.connect();
+    await locker.query('BEGIN');
+    await locker.query(`SELECT 1 FROM ${table} WHERE consumer = $1 FOR UPDATE`, [consumer]);
     const { database } = h.config;
-    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), 'dlq:release', '--aggregate-type', 'order', '--key', 'k', '--consumer', consumer, '--settle-ms', '5000'], {
+    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'dist/cli/main.js'), 'dlq:release', '--aggregate-type', 'order', '--key', 'k', '--consumer', consumer, '--settle-ms', '3000'], {
       env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    await until('released', () => parkedIds(consumer), (ids) => ids.length === 0);
-    hold?.();
+    const waiting = async () =>
+      (await h.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'outbox-dlq-release' AND wait_event_type = 'Lock'")).rows[0]?.n;
+    await until('the release waits on the lock', waiting, (n) => n === 1);
+
+    const [, next] = await produce(s, [{ key: 'x', reason: 'slow' }, { key: 'k', reason: 'next' }]);
     expect(await exited).toBe(0);
     expect(await parkedIds(consumer)).toEqual([next?.id]);
     expect(stdout).toContain('released 1 parked dead letter(s) of order key k');
-    expect(stdout).toMatch(new RegExp(`parked again within 5000 ms: key=k {2}head ${String(next?.id)} \\(KEY_PARKED\\), 1 parked row\\(s\\)`));
+    expect(stdout).toMatch(new RegExp(`parked again within 3000 ms: key=k {2}head ${String(next?.id)} \\(KEY_PARKED\\), 1 parked row\\(s\\)`));
   });
 });
