@@ -16,7 +16,8 @@ import { createInterface } from 'node:readline';
 import { Kafka, logLevel } from 'kafkajs';
 
 const LETTERS = Number(process.env.LETTERS ?? 3_000_000);
-const BATCH = 20_000;
+/** Letters per produce request: ~120 bytes each, under the broker's 1 MB request limit. */
+const BATCH = 5_000;
 const root = join(__dirname, '..', '..', '..');
 
 function peakRss(pid: number): number {
@@ -34,6 +35,15 @@ async function main(): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+  try {
+    await measure(kafka, topic);
+  } finally {
+    await admin.deleteTopics({ topics: [topic] }).catch(() => {});
+    await admin.disconnect();
+  }
+}
+
+async function measure(kafka: Kafka, topic: string): Promise<void> {
   const producer = kafka.producer();
   await producer.connect();
   const produceStart = Date.now();
@@ -63,8 +73,6 @@ async function main(): Promise<void> {
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   clearInterval(sampler);
   const report = JSON.parse(last || '{}') as { replayed?: number; sample?: unknown[] };
-  await admin.deleteTopics({ topics: [topic] }).catch(() => {});
-  await admin.disconnect();
   process.stdout.write(
     `${JSON.stringify({ letters: LETTERS, produceSeconds, exitCode: code, lines, replayed: report.replayed, sample: report.sample?.length, peakRssMB: Math.round(peak / 2 ** 20), seconds: (Date.now() - started) / 1000 })}\n`,
   );
