@@ -56,10 +56,11 @@ export async function fixAndReplay(
   const args = [join(PROJECT_ROOT, 'dist/cli/main.js'), '--log-format', 'json', '--log-level', 'warn', 'dlq:replay', '-c', configFile, '--aggregate-type', 'order', '--consumer', consumer, '--follow-ms', String(followMs), '--json'];
   try {
     const { stdout } = await promisify(execFile)(process.execPath, args, { env: { ...process.env, ...env }, maxBuffer: 256 * 2 ** 20 });
-    const report = JSON.parse(stdout) as Pick<ReplayReport, 'replayed' | 'resent' | 'stillParkedDetail'>;
+    // JSON lines: one per replayed record, the report last.
+    const report = JSON.parse(stdout.trimEnd().split('\n').at(-1) ?? '{}') as Pick<ReplayReport, 'replayed' | 'resent' | 'stillParkedDetail'>;
     // "key (reason: event, error; parked rows)": why the replay left it parked (ReplayReport.stillParkedDetail).
     const stillParked = report.stillParkedDetail.map((k) => `${k.key} (${k.reason}${k.eventId ? `: ${k.eventId} ${k.errorCode ?? ''}`.trimEnd() : ''}; ${k.parkedRows} parked)`);
-    return { fixed: ids.length, replayed: report.replayed.length, resent: report.resent, stillParked };
+    return { fixed: ids.length, replayed: report.replayed, resent: report.resent, stillParked };
   } catch (error) {
     const e = error as Error & { stderr?: string };
     return { fixed: ids.length, replayed: 0, resent: 0, stillParked: [], error: `${e.message.split('\n')[0]} ${(e.stderr ?? '').trim().slice(-300)}` };

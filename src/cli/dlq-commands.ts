@@ -1,11 +1,13 @@
+import { once } from 'node:events';
 import { Command } from 'commander';
 import type { OutboxConfig } from '../config';
 import { createPool, qualified } from '../db';
 import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
+import { sleep } from '../retry';
 import { parkedTableName } from '../provision/sql-files';
 import { topicNames } from '../topics';
-import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, releaseKeys, replayDeadLetters, type StillParked, type StillParkedReason } from '../router';
+import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, parkedAgain, releaseKeys, replayDeadLetters, type ReplayedRecord, type StillParked, type StillParkedReason } from '../router';
 import { configFrom, withConfigOption } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -37,8 +39,21 @@ function parkedTable(config: OutboxConfig): string {
   return qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
 }
 
+/** stdout, waiting when its buffer is full: a replay of millions must not queue its lines in memory. */
+async function write(text: string): Promise<void> {
+  if (!process.stdout.write(text)) await once(process.stdout, 'drain');
+}
+
 function timeoutMs(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new OutboxError('FLAG_INVALID', `--timeout-ms must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(value)}.`);
+  return Number(value);
+}
+
+/** How long `dlq:release` waits before checking that a released key was not parked again. */
+const DEFAULT_RELEASE_SETTLE_MS = 2_000;
+
+function settleMs(value: string): number {
+  if (!/^\d+$/.test(value)) throw new OutboxError('FLAG_INVALID', `--settle-ms must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(value)}.`);
   return Number(value);
 }
 
@@ -69,40 +84,59 @@ export function dlqCommands(): Command[] {
       followMs,
       DEFAULT_REPLAY_FOLLOW_MS,
     )
-    .option('--json', 'print the report as JSON', false)
+    .option('--unattributed', 'also dead letters without x-consumer (written by routers before it was recorded; they may be another consumer\'s); outstanding mode takes those whose id is parked for the consumer without it', false)
+    .option('--json', 'print JSON lines: one {"type":"replayed",…} per dead letter as it is sent, then the {"type":"report",…} summary', false)
     .action(
-      action(async (opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; beyondHorizon: boolean; dryRun: boolean; json: boolean; timeoutMs: number; followMs: number }, command: Command) => {
-        const log = loggerFor(command);
-        const config = configFrom(command);
-        const { dlqTopic, aggregateType } = target(opts, config);
-        const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-replay' });
-        try {
-          const report = await replayDeadLetters({
-            kafka: createKafka(config, { role: 'dlq-replay', logger: log }),
-            dlqTopic,
-            key: opts.key,
-            ids: opts.id,
-            outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer: consumerName(config, opts.consumer ?? config.router.consumer), aggregateType },
-            horizonMs: opts.beyondHorizon ? undefined : config.router.dlqReplayHorizonMs,
-            dryRun: opts.dryRun,
-            timeoutMs: opts.timeoutMs,
-            followMs: opts.followMs,
-            logger: log,
-          });
-          if (opts.json) {
-            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-          } else {
-            const verb = report.dryRun ? 'would replay' : 'replayed';
-            process.stdout.write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed.length}${report.withoutOrigin ? `, ${report.withoutOrigin} without x-original-topic left alone` : ''}${report.reduced ? `, ${report.reduced} reduced (no value: release them with dlq:release --id)` : ''}${report.beyondHorizon ? `, ${report.beyondHorizon} older than router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : ''}\n`);
-            if (report.resent) process.stdout.write(`  sent again: ${report.resent} (they reached the router before their key's earliest parked event)\n`);
-            for (const r of report.replayed) process.stdout.write(`  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
-            if (report.replayed.length === 0 && !opts.all) process.stdout.write('  nothing outstanding for this consumer; --all replays every match\n');
-            for (const k of report.stillParkedDetail) process.stdout.write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);
+      action(
+        async (
+          opts: DlqTarget & { key?: string; id?: string[]; consumer?: string; all: boolean; beyondHorizon: boolean; unattributed: boolean; dryRun: boolean; json: boolean; timeoutMs: number; followMs: number },
+          command: Command,
+        ) => {
+          const log = loggerFor(command);
+          const config = configFrom(command);
+          const { dlqTopic, aggregateType } = target(opts, config);
+          const consumer = consumerName(config, opts.consumer ?? config.router.consumer);
+          const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-replay' });
+          try {
+            // Each replayed record is written as it is sent (the report keeps only a sample), waiting for stdout to drain.
+            const onReplayed = (r: ReplayedRecord) =>
+              write(opts.json ? `${JSON.stringify({ type: 'replayed', ...r })}\n` : `  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
+            const report = await replayDeadLetters({
+              kafka: createKafka(config, { role: 'dlq-replay', logger: log }),
+              dlqTopic,
+              consumer,
+              key: opts.key,
+              ids: opts.id,
+              outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer, aggregateType },
+              unattributed: opts.unattributed,
+              horizonMs: opts.beyondHorizon ? undefined : config.router.dlqReplayHorizonMs,
+              dryRun: opts.dryRun,
+              timeoutMs: opts.timeoutMs,
+              followMs: opts.followMs,
+              logger: log,
+              onReplayed,
+            });
+            if (opts.json) {
+              await write(`${JSON.stringify({ type: 'report', ...report })}\n`);
+            } else {
+              const verb = report.dryRun ? 'would replay' : 'replayed';
+              const left = [
+                report.withoutOrigin ? `${report.withoutOrigin} without x-original-topic left alone` : '',
+                report.otherConsumer ? `${report.otherConsumer} of other consumers left alone` : '',
+                report.unattributed ? `${report.unattributed} without x-consumer left alone (--unattributed replays them)` : '',
+                report.reduced ? `${report.reduced} reduced (no value: release them with dlq:release --id)` : '',
+                report.beyondHorizon ? `${report.beyondHorizon} first dead-lettered before router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : '',
+              ].filter(Boolean);
+              await write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed} for consumer ${consumer}${left.map((l) => `, ${l}`).join('')}\n`);
+              if (report.resent) await write(`  sent again: ${report.resent} (they reached the router before their key's earliest parked event)\n`);
+              if (report.replayed === 0 && !opts.all) await write('  nothing outstanding for this consumer; --all replays every match\n');
+              for (const k of report.stillParkedDetail) await write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);
+            }
+          } finally {
+            await pool.end().catch(() => {});
           }
-        } finally {
-          await pool.end().catch(() => {});
-        }
-      }),
+        },
+      ),
     );
 
   const release = withConfigOption(
@@ -117,8 +151,9 @@ export function dlqCommands(): Command[] {
     .option('--id <event-id>', 'only this parked event')
     .option('--head', "only the key's earliest parked event (needs --key)", false)
     .option('--consumer <name>', 'the router consumer (default on the local stack only: outbox-router)')
+    .option('--settle-ms <ms>', 'after releasing whole keys, wait this long and say which were parked again (a running router can re-park a key; 0: no check)', settleMs, DEFAULT_RELEASE_SETTLE_MS)
     .action(
-      action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer?: string }, command: Command) => {
+      action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer?: string; settleMs: number }, command: Command) => {
         if (!opts.aggregateType) throw new OutboxError('FLAG_INVALID', 'dlq:release needs --aggregate-type <type>.');
         const config = configFrom(command);
         const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
@@ -133,6 +168,18 @@ export function dlqCommands(): Command[] {
           }
           process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${consumer}\n`);
           for (const r of released) process.stdout.write(`  ${r.eventId}  key=${r.aggregateId}\n`);
+          // A router batch that loaded a key's head before the release parks the key's next event behind it.
+          if (opts.id === undefined && !opts.head && opts.settleMs > 0 && released.length > 0) {
+            await sleep(opts.settleMs);
+            const again = await parkedAgain(pool, parkedTable(config), consumer, opts.aggregateType, released.map((r) => r.aggregateId));
+            for (const k of again) {
+              process.stdout.write(
+                `  parked again within ${opts.settleMs} ms: key=${k.aggregateId}  head ${k.head} (${k.errorCode}), ${k.rows} parked row(s): a running router had loaded the old head, or a new event failed; ` +
+                  `replay it (dlq:replay --aggregate-type ${opts.aggregateType} --key ${k.aggregateId}) or release it again\n`,
+              );
+            }
+            if (again.length === 0) process.stdout.write(`  none of the released keys was parked again within ${opts.settleMs} ms\n`);
+          }
         } finally {
           await pool.end().catch(() => {});
         }

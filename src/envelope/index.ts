@@ -40,10 +40,23 @@ export const DLQ_HEADER = {
   reduced: 'x-dead-letter-reduced',
   /** Set by `dlq:replay` on a re-published record. */
   replayedAt: 'x-replayed-at',
+  /** The router consumer that dead-lettered the record: a DLQ topic is shared by every consumer of its aggregate type. */
+  consumer: 'x-consumer',
+  /** Set by `dlq:replay` on a re-published record: the one consumer it is for; every other router skips it. */
+  replayConsumer: 'x-replay-consumer',
+  /**
+   * When the event was first dead-lettered (epoch ms), or its record written if that was earlier: kept
+   * when the event is dead-lettered again (replays carry it), so `dlq:replay --all`'s horizon counts
+   * from it, not from the newest letter's timestamp.
+   */
+  firstDeadLetteredAt: 'x-first-dead-lettered-at',
 } as const;
 
-/** The headers a dead letter adds; dropped when a dead letter is replayed or dead-lettered again. */
-export const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$|dead-letter-reduced$)/;
+/**
+ * The headers a dead letter adds; dropped when a dead letter is replayed or dead-lettered again (and
+ * written anew). Not x-first-dead-lettered-at: it rides the replay and is kept by the next dead letter.
+ */
+export const DEAD_LETTER_HEADERS = /^x-(original-|error-|attempts$|replayed-at$|dead-letter-reduced$|consumer$|replay-consumer$)/;
 
 /** The outbox table's event columns, in the writer's INSERT order. */
 export const OUTBOX_COLUMNS = ['id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'content_type', 'traceparent', 'headers'] as const;

@@ -1,5 +1,5 @@
 import type { IHeaders, Message } from 'kafkajs';
-import { DEAD_LETTER_HEADERS, DLQ_HEADER, HEADER } from '../envelope';
+import { DEAD_LETTER_HEADERS, DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
 import { HandlerSpans } from './handler-spans';
 import { messageOf, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Outcome, type RouterDeps, type Where } from './record-context';
@@ -15,6 +15,12 @@ export interface DeadLetterInput {
   errorCode: string;
   errorMessage: string;
   attempts: number;
+  /** The router consumer giving up on the record (x-consumer). */
+  consumer: string;
+  /** The record's Kafka timestamp (epoch ms as text, as kafkajs gives it). */
+  timestamp?: string;
+  /** Now, in epoch ms (tests). */
+  now?: number;
 }
 
 /** Kafka puts no limit on header size, but a stack trace in every dead letter helps nobody. */
@@ -50,8 +56,23 @@ function headerValue(value: unknown): HeaderValue {
 }
 
 /**
+ * When the event was first dead-lettered, for `dlq:replay --all`'s horizon: the value the record carries
+ * (a replayed record keeps its letter's), else now, or the record's own timestamp when earlier: an
+ * event can be applied before its first dead letter (a redelivery of an applied event to a key parked
+ * since), never before its record was written. Epoch ms as text.
+ */
+function firstDeadLetteredAt(input: DeadLetterInput): string {
+  const carried = Number(headerText(input.headers, DLQ_HEADER.firstDeadLetteredAt));
+  if (Number.isSafeInteger(carried) && carried > 0) return String(carried);
+  const now = input.now ?? Date.now();
+  const written = Number(input.timestamp);
+  return String(Number.isSafeInteger(written) && written > 0 ? Math.min(now, written) : now);
+}
+
+/**
  * The dead letter: the original key, value and headers (sanitized, see sanitizeHeaders), so
- * `dlq:replay` can re-publish it, plus `x-` headers saying where it came from and why it was given up on.
+ * `dlq:replay` can re-publish it, plus `x-` headers saying where it came from, why and by which
+ * consumer it was given up on, and since when the event has been dead-lettered.
  */
 export function buildDeadLetter(input: DeadLetterInput): Message {
   const headers = sanitizeHeaders(input.headers, (name) => DEAD_LETTER_HEADERS.test(name));
@@ -63,12 +84,14 @@ export function buildDeadLetter(input: DeadLetterInput): Message {
     [DLQ_HEADER.errorCode]: input.errorCode,
     [DLQ_HEADER.errorMessage]: message,
     [DLQ_HEADER.attempts]: String(input.attempts),
+    [DLQ_HEADER.consumer]: input.consumer,
+    [DLQ_HEADER.firstDeadLetteredAt]: firstDeadLetteredAt(input),
   });
   return { key: input.key, value: input.value, headers };
 }
 
-/** The event's identity headers, kept in a reduced dead letter so it can still be found and released. */
-const IDENTITY_HEADERS = new Set<string>([HEADER.id, HEADER.eventType, HEADER.contentType]);
+/** The event's identity headers (and since when it is dead-lettered), kept in a reduced dead letter so it can still be found, released and horizon-checked. */
+const IDENTITY_HEADERS = new Set<string>([HEADER.id, HEADER.eventType, HEADER.contentType, DLQ_HEADER.firstDeadLetteredAt]);
 
 /**
  * When the DLQ refused a dead letter for good (too large, an invalid record), the same letter without
@@ -146,6 +169,8 @@ async function sendDeadLetter(where: Where, failure: Failure, deps: RouterDeps, 
     errorCode: failure.code,
     errorMessage: failure.message,
     attempts: failure.attempts,
+    consumer: deps.consumer,
+    timestamp: message.timestamp,
   });
   let reduced = false;
   // A record is never skipped without its dead letter: if the DLQ is unavailable, wait for it. Waiting

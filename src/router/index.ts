@@ -8,6 +8,6 @@ export { parseRecordHeaders, type RecordHeaders } from './record-headers';
 export { createRouterMetrics, type RouterMetrics } from './metrics';
 export { startHealthServer, type HealthServer, type HealthServerOptions } from '../service/health-server';
 export { DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, replayDeadLetters, type ReplayOptions, type ReplayReport, type ReplayedRecord, type StillParked, type StillParkedReason } from './replay';
-export { releaseKeys, type ReleaseTarget } from './parked';
+export { parkedAgain, releaseKeys, type ReleaseTarget } from './parked';
 export { REPLAY_HEADER, type FailurePolicy, type PayloadSchema, type PayloadSchemas } from './record-context';
 export { laneOf } from './partition-batch';

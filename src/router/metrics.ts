@@ -31,6 +31,12 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   });
   const lag = new Gauge({ name: 'outbox_router_consumer_lag', help: 'Records behind the high watermark after the last batch, per topic and partition.', labelNames: ['topic', 'partition'], registers });
   const blocked = new Gauge({ name: 'outbox_router_blocked_records', help: "Records past maxAttempts held under the 'block' policy (their partitions wait).", labelNames: ['topic'], registers });
+  const replaysForOthers = new Counter({
+    name: 'outbox_router_replays_for_other_consumers_total',
+    help: 'Replayed records for another consumer (x-replay-consumer), skipped here (also counted as outcome skipped).',
+    labelNames: ['topic'],
+    registers,
+  });
   const splits = new Counter({ name: 'outbox_router_chunk_splits_total', help: 'Multi-record inbox transactions that failed and were retried one record per transaction.', labelNames: ['topic'], registers });
   const pruned = new Counter({ name: 'outbox_router_inbox_pruned_total', help: 'Inbox rows deleted past router.inboxRetentionMs.', registers });
   const lastPrune = new Gauge({ name: 'outbox_router_inbox_last_prune_timestamp_seconds', help: 'When the last inbox prune run ended (Unix time).', registers });
@@ -82,6 +88,8 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
         records.inc({ topic, outcome: 'dead_lettered' });
       } else if (name === 'router.skipped') {
         records.inc({ topic, outcome: 'skipped' });
+      } else if (name === 'router.replay-skipped') {
+        replaysForOthers.inc({ topic });
       } else if (name === 'router.lag') {
         const labels = { topic, partition: String(data.partition) };
         lag.set(labels, Number(data.lag));

@@ -169,3 +169,18 @@ export async function releaseKeys(
   );
   return rows.map((r) => ({ aggregateId: r.aggregate_id, eventId: r.event_id }));
 }
+
+/**
+ * After `dlq:release` of whole keys: those of `keys` that have parked rows again, with their head. A
+ * running router whose batch loaded a key's head before the release still sees the key parked and
+ * parks the key's next event behind the old head (KEY_PARKED), so the key is parked again at once.
+ */
+export async function parkedAgain(pool: Pool, table: string, consumer: string, aggregateType: string, keys: readonly string[]): Promise<Array<{ aggregateId: string; head: string; errorCode: string; rows: number }>> {
+  if (keys.length === 0) return [];
+  const { rows } = await pool.query<{ aggregate_id: string; head: string; error_code: string; n: number }>(
+    `SELECT aggregate_id, (array_agg(event_id ORDER BY seq))[1] AS head, (array_agg(error_code ORDER BY seq))[1] AS error_code, count(*)::int AS n FROM ${table}
+      WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]) GROUP BY aggregate_id ORDER BY aggregate_id`,
+    [consumer, aggregateType, [...new Set(keys)]],
+  );
+  return rows.map((r) => ({ aggregateId: r.aggregate_id, head: r.head, errorCode: r.error_code, rows: r.n }));
+}

@@ -2,7 +2,7 @@ import type { KafkaMessage } from 'kafkajs';
 import type { ZodType } from 'zod';
 import { isOutboxError, OutboxError } from '../errors';
 import { parse } from '../config/parse';
-import { HEADER, headerText, parseRecordHeaders, SCHEMA_VERSION_HEADER, type RecordHeaders } from '../envelope';
+import { DLQ_HEADER, HEADER, headerText, parseRecordHeaders, SCHEMA_VERSION_HEADER, type RecordHeaders } from '../envelope';
 import { messageOf, REPLAY_HEADER, type PayloadSchema, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
 import type { RoutedEvent } from './types';
 
@@ -15,6 +15,8 @@ export async function prepareRecord(topic: string, partition: number, message: K
   const aggregateType = deps.aggregateTypeOf(topic);
   const where: Where = { topic, partition, message, aggregateType, key: message.key ? message.key.toString('utf8') : '' };
   const deadLetter = (failure: Failure, eventId?: string): Prepared => ({ ...where, kind: 'dead-letter', failure, eventId });
+  const replayFor = replayedForOther(message, deps);
+  if (replayFor) return replayFor(where);
 
   let headers: RecordHeaders;
   try {
@@ -134,6 +136,20 @@ function strayIdMessage(error: OutboxError, resolvedId: number, waitedMs: number
     `after waiting ${Math.round(waitedMs / 1000)} s (router.unknownSchemaIdWaitMs) this record is taken for one written against another registry ` +
     'or with a corrupt value, and set aside so its partition moves on. Register its schema in this registry if it belongs here, then replay it with `outbox dlq:replay`.'
   );
+}
+
+/**
+ * A replay is for one consumer (x-replay-consumer): the dead-letter topic is shared by every consumer of
+ * the aggregate type, the original topic too, and another consumer's inbox row of the event may be
+ * pruned by now. Any other router skips it: no handler, no inbox row, no dead letter; its offset moves on.
+ */
+function replayedForOther(message: KafkaMessage, deps: RouterDeps): ((where: Where) => Prepared) | undefined {
+  const target = headerText(message.headers, DLQ_HEADER.replayConsumer);
+  if (target === undefined || target === deps.consumer) return undefined;
+  return (where) => {
+    deps.emit('router.replay-skipped', { ...whereOf(where), id: headerText(message.headers, HEADER.id), for: target });
+    return { ...where, kind: 'skip', reason: `a replay for consumer ${JSON.stringify(target)}, not this one (${JSON.stringify(deps.consumer)})` };
+  };
 }
 
 /** Has this record no handler, under the `block` policy for unknown event types? Read from its headers alone. */

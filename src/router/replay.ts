@@ -12,11 +12,31 @@ export { MAX_EARLY_RESENDS, type OutstandingScope, type StillParked, type StillP
 export const DEFAULT_REPLAY_TIMEOUT_MS = 60_000;
 /** How long a replay follows the keys it replayed until they are released (ReplayOptions.followMs). */
 export const DEFAULT_REPLAY_FOLLOW_MS = 60_000;
+/** How many replayed records the report keeps (ReplayReport.sample); every one goes to `onReplayed` as it is sent. */
+export const REPLAY_REPORT_SAMPLE = 100;
+/**
+ * Without a set of wanted ids (`--all`): how many ids a replay remembers to send each event once. An
+ * event dead-lettered again further apart than this in the topic is sent twice; the router's inbox
+ * skips the second (which `--all` relies on anyway). Bounds the replay's memory, whatever the topic holds.
+ */
+export const REPLAY_DEDUP_IDS = 100_000;
 
 export interface ReplayOptions {
   kafka: Kafka;
   /** The dead-letter topic, e.g. outbox.dlq.order. */
   dlqTopic: string;
+  /**
+   * The router consumer this replay is for (with `outstanding`, its consumer). Only its own dead letters
+   * (x-consumer) are replayed, and each re-published record names it (x-replay-consumer) so every other
+   * consumer of the topic skips it. A dead-letter topic is shared by all consumers of its aggregate type.
+   */
+  consumer?: string;
+  /**
+   * Also replay dead letters without x-consumer (written before routers recorded it), which may be
+   * another consumer's. With `outstanding` they are taken without it when their id is parked for this
+   * consumer (the parked row says this consumer needs the event; the replay reaches only it).
+   */
+  unattributed?: boolean;
   /** Only dead letters with this record key. */
   key?: string;
   /** Only these event ids (the `id` header). */
@@ -47,6 +67,11 @@ export interface ReplayOptions {
   logger?: Logger;
   /** Gives up when reading the DLQ makes no progress for this long (a broker problem). Default 60 s. */
   timeoutMs?: number;
+  /**
+   * Each replayed record as it is sent (or would be, dry run), before the next is read: the report keeps
+   * only a sample, so a replay of millions stays bounded. Awaited (a writer can wait for its output to drain).
+   */
+  onReplayed?: (record: ReplayedRecord) => void | Promise<void>;
 }
 
 export interface ReplayedRecord {
@@ -60,13 +85,22 @@ export interface ReplayedRecord {
 
 export interface ReplayReport {
   dlqTopic: string;
+  /** The consumer the replay was for. */
+  consumer: string;
   scanned: number;
-  replayed: ReplayedRecord[];
+  /** How many dead letters were replayed (or would be, dry run). */
+  replayed: number;
+  /** The first REPLAY_REPORT_SAMPLE of them; all of them went to `onReplayed`. */
+  sample: ReplayedRecord[];
   /** Dead letters without an x-original-topic header: not ours, left alone. */
   withoutOrigin: number;
+  /** Matching dead letters of another consumer (x-consumer), left alone. */
+  otherConsumer: number;
+  /** Matching dead letters without x-consumer (older releases), left alone without `unattributed`. */
+  unattributed: number;
   /** Matching dead letters the DLQ took only without their value (x-dead-letter-reduced): not replayable. */
   reduced: number;
-  /** Matching dead letters older than `horizonMs`, left alone. */
+  /** Matching dead letters first dead-lettered longer ago than `horizonMs` (x-first-dead-lettered-at, else their timestamp), left alone. */
   beyondHorizon: number;
   /**
    * Following: replayed events that reached the router before their key's head (they came back as
@@ -88,15 +122,24 @@ export interface ReplayReport {
 /**
  * `outbox dlq:replay`: reads a dead-letter topic from its start to the end it has now and re-publishes
  * each matching dead letter AS IT IS READ to its original topic, with its original key, value and
- * headers (the x- headers dropped, `x-replayed-at` added; headers sanitized like a dead letter's, so a
- * value kafkajs cannot encode never makes a replay unwritable). Memory stays bounded: no dead letter is
- * held after it was sent, only the ids seen (to send each once) and the report's one line per replay.
+ * headers (the x- headers dropped, `x-replayed-at` and `x-replay-consumer` added; headers sanitized like a
+ * dead letter's, so a value kafkajs cannot encode never makes a replay unwritable). Memory stays bounded:
+ * no dead letter is held after it was sent, the report keeps counts and a sample (each replayed record
+ * goes to `onReplayed`), and the ids that send each event once are the wanted ones (outstanding: the
+ * consumer's parked ids) or at most REPLAY_DEDUP_IDS recent ones.
  * Each DLQ partition is read in order and a key's dead letters share a partition, so a key's events
  * come back in the order they failed. The router applies a replayed event through the inbox (once),
  * and a replayed event that is its key's earliest parked one releases it.
  */
 export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayReport> {
   const { kafka, dlqTopic } = options;
+  const consumer = options.outstanding?.consumer ?? options.consumer;
+  if (!consumer || (options.consumer !== undefined && options.consumer !== consumer)) {
+    throw new OutboxError(
+      'FLAG_INVALID',
+      `A replay is for one router consumer: pass consumer (or outstanding.consumer), and the same in both; got ${JSON.stringify(options.consumer)} and ${JSON.stringify(options.outstanding?.consumer)} (--consumer).`,
+    );
+  }
   const timeoutMs = options.timeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new OutboxError('FLAG_INVALID', `The replay read timeout must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(timeoutMs)} (--timeout-ms).`);
@@ -124,7 +167,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
 
   let wanted: Set<string> | undefined = options.ids?.length ? new Set(options.ids.map((id) => id.toLowerCase())) : undefined;
   if (options.outstanding) {
-    const { pool, parkedTable, consumer, aggregateType } = options.outstanding;
+    const { pool, parkedTable, aggregateType } = options.outstanding;
     const { rows } = await pool.query<{ event_id: string }>(
       `SELECT event_id FROM ${parkedTable} WHERE consumer = $1 AND aggregate_type = $2 AND ($3::text IS NULL OR aggregate_id = $3)`,
       [consumer, aggregateType, options.key ?? null],
@@ -133,27 +176,50 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
     wanted = wanted ? new Set([...wanted].filter((id) => parked.has(id))) : parked;
   }
 
-  const report: ReplayReport = { dlqTopic, scanned: 0, replayed: [], withoutOrigin: 0, reduced: 0, beyondHorizon: 0, resent: 0, stillParked: [], stillParkedDetail: [], dryRun: Boolean(options.dryRun) };
+  const report: ReplayReport = {
+    dlqTopic,
+    consumer,
+    scanned: 0,
+    replayed: 0,
+    sample: [],
+    withoutOrigin: 0,
+    otherConsumer: 0,
+    unattributed: 0,
+    reduced: 0,
+    beyondHorizon: 0,
+    resent: 0,
+    stillParked: [],
+    stillParkedDetail: [],
+    dryRun: Boolean(options.dryRun),
+  };
   const horizonStart = options.outstanding || options.horizonMs === undefined ? undefined : Date.now() - options.horizonMs;
   if (ends.size === 0 || (wanted && wanted.size === 0)) return report;
+  // With wanted ids, the ones sent are remembered among them (no more than they are); without, a bounded window.
+  const seen = wanted ? new Set<string>() : new RecentIds(REPLAY_DEDUP_IDS);
+  const takeUnattributed = Boolean(options.unattributed || options.outstanding);
 
   // One in flight at a time: a key's replays reach its partition in order.
   const producer = options.dryRun ? undefined : kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
   await producer?.connect();
-  const seen = new Set<string>();
   const at = new Date().toISOString();
   const follow = options.outstanding && !options.ids?.length && !options.dryRun && followMs > 0 ? new Follow(options.outstanding) : undefined;
   const send = async (partition: number, message: KafkaMessage, originalTopic: string, key: string, again = false) => {
     if (producer) {
       const headers = sanitizeHeaders(message.headers, (name) => DEAD_LETTER_HEADERS.test(name));
       headers[REPLAY_HEADER] = at;
+      headers[DLQ_HEADER.replayConsumer] = consumer;
+      // A letter from before x-first-dead-lettered-at: its own timestamp is the earliest known, and rides on.
+      if (headerText(message.headers, DLQ_HEADER.firstDeadLetteredAt) === undefined) headers[DLQ_HEADER.firstDeadLetteredAt] = message.timestamp;
       await producer.send({ topic: originalTopic, acks: -1, messages: [{ key: message.key, value: message.value, headers }] });
     }
     if (again) {
       report.resent++;
       return;
     }
-    report.replayed.push({ id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) });
+    const record: ReplayedRecord = { id: headerText(message.headers, HEADER.id), key, originalTopic, dlqPartition: partition, dlqOffset: message.offset, errorCode: headerText(message.headers, DLQ_HEADER.errorCode) };
+    report.replayed++;
+    if (report.sample.length < REPLAY_REPORT_SAMPLE) report.sample.push(record);
+    await options.onReplayed?.(record);
   };
   try {
     await readToEnd(kafka, dlqTopic, ends, timeoutMs, async (partition, message) => {
@@ -166,13 +232,23 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
       const key = message.key?.toString('utf8') ?? '';
       const id = headerText(message.headers, HEADER.id)?.toLowerCase();
       if (options.key !== undefined && key !== options.key) return;
+      // Another consumer's letter is never ours to replay (nor to follow): its events are applied, or parked, there.
+      const letterConsumer = headerText(message.headers, DLQ_HEADER.consumer);
+      if (letterConsumer !== undefined && letterConsumer !== consumer) {
+        report.otherConsumer++;
+        return;
+      }
+      if (letterConsumer === undefined && !takeUnattributed) {
+        report.unattributed++;
+        return;
+      }
       const pastEnd = BigInt(message.offset) >= (ends.get(partition) ?? 0n);
       if (wanted && (!id || !wanted.has(id))) {
         // Past the end: maybe an event of a key being replayed, parked after the outstanding ids were read.
         if (follow && id && pastEnd) await follow.tail(id, key, message, () => seen.has(id), () => (seen.add(id), send(partition, message, originalTopic, key)));
         return;
       }
-      if (horizonStart !== undefined && Number(message.timestamp) < horizonStart) {
+      if (horizonStart !== undefined && firstDeadLettered(message) < horizonStart) {
         report.beyondHorizon++;
         return;
       }
@@ -202,6 +278,38 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   report.stillParkedDetail = follow ? await follow.stillParked() : [];
   report.stillParked = report.stillParkedDetail.map((k) => k.key);
   for (const k of report.stillParkedDetail) options.logger?.warn({ event: 'dlq.still-parked', dlqTopic, ...k }, `key ${JSON.stringify(k.key)} still parked: ${k.reason}`);
-  if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, replayed: report.replayed.length }, 'dead letters replayed');
+  if (!options.dryRun) options.logger?.info({ event: 'dlq.replayed', dlqTopic, consumer, replayed: report.replayed }, 'dead letters replayed');
   return report;
+}
+
+/**
+ * When the letter's event was first dead-lettered: x-first-dead-lettered-at, kept by every later dead
+ * letter of the event (a parked key's events are dead-lettered again each time they bounce, so the
+ * newest letter's timestamp can be long after the event was applied); its timestamp for a letter without it.
+ */
+function firstDeadLettered(message: KafkaMessage): number {
+  const written = Number(message.timestamp);
+  const first = Number(headerText(message.headers, DLQ_HEADER.firstDeadLetteredAt));
+  return Number.isSafeInteger(first) && first > 0 ? Math.min(first, written) : written;
+}
+
+/** The last `capacity` ids added (a Set keeps insertion order: the oldest goes first). */
+export class RecentIds {
+  private readonly ids = new Set<string>();
+
+  constructor(private readonly capacity: number) {}
+
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+
+  add(id: string): this {
+    this.ids.add(id);
+    if (this.ids.size > this.capacity) this.ids.delete(this.ids.values().next().value as string);
+    return this;
+  }
+
+  get size(): number {
+    return this.ids.size;
+  }
 }

@@ -11,6 +11,7 @@ export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
   'router.retry': 'info',
   'router.unblocked': 'info',
   'router.skipped': 'info',
+  'router.replay-skipped': 'info',
   'router.topics-changed': 'info',
   'router.group-join': 'info',
   'router.revoked': 'info',

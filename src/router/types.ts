@@ -58,7 +58,7 @@ export interface RouterStats {
   /** Failed handler attempts that were tried again. */
   retries: number;
   deadLettered: number;
-  /** Records of an event type without a handler, skipped (unknownEventType: 'skip'). */
+  /** Records of an event type without a handler, skipped (unknownEventType: 'skip'), and replays for another consumer. */
   skipped: number;
   /** Waits on the registry, the database or the DLQ producer (not the record's fault). */
   infrastructureRetries: number;
@@ -71,6 +71,8 @@ export type RouterEventName =
   | 'router.retry'
   | 'router.dead-letter'
   | 'router.skipped'
+  /** A replayed record for another consumer (x-replay-consumer): skipped, never applied here. */
+  | 'router.replay-skipped'
   /** A wait on the registry, the database or the DLQ producer; `waitedMs` when it is a record's decode wait (ended by `router.wait-ended`). */
   | 'router.wait'
   /** A record's decode wait is over: decoded, dead-lettered, or cut short (`outcome`). */

@@ -161,7 +161,7 @@ describe('router behind the real CDC pipeline', () => {
     parcel.ParcelLost = apply;
     const outstanding = { pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType };
     const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq, outstanding });
-    expect(report.replayed.map((x) => x.id)).toEqual([rows[0]?.id, rows[2]?.id]);
+    expect(report.sample.map((x) => x.id)).toEqual([rows[0]?.id, rows[2]?.id]);
     await until('replayed events applied', () => r.stats(), (st) => st.applied === 5);
     expect(await perKey('p1')).toEqual(['poison', 'p1-after']);
     // the NULL traceparent came back absent, which the router reads as it reads null
@@ -169,7 +169,7 @@ describe('router behind the real CDC pipeline', () => {
     expect((await pool.query('SELECT count(*)::int AS n FROM inbox_parked WHERE consumer = $1', [consumer])).rows[0].n).toBe(0);
 
     // replaying everything again changes nothing: the inbox skips both
-    expect((await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq })).replayed).toHaveLength(2);
+    expect((await replayDeadLetters({ kafka: testKafka(), dlqTopic: dlq, consumer })).replayed).toBe(2);
     await until('second replay skipped', () => r.stats(), (st) => st.duplicates === 2);
     const applied = await byNote();
     expect(applied).toHaveLength(5);

@@ -46,6 +46,9 @@ describe('router delivery', () => {
       child.once('exit', (code) => resolve({ code, stdout, stderr }));
     });
 
+  /** `--json` prints JSON lines: one per replayed record, the report last. */
+  const jsonLines = (stdout: string) => stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+
   it("parks a key after a dead letter so its later events follow; replay applies the fixed events once, in order, and releases the key", async () => {
     const s = await scenario(1);
     let broken = true;
@@ -77,10 +80,10 @@ describe('router delivery', () => {
     const kafka = testKafka();
     const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
     const dry = await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding, dryRun: true });
-    expect(dry.replayed.map((r) => r.id)).toEqual([poison?.id, after1?.id, after2?.id]);
+    expect(dry.sample.map((r) => r.id)).toEqual([poison?.id, after1?.id, after2?.id]);
     expect(router.stats().applied).toBe(1); // a dry run publishes nothing
     const report = await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding });
-    expect(report.replayed).toHaveLength(3);
+    expect(report.replayed).toBe(3);
     await until('replayed events applied', () => router.stats(), (st) => st.applied === 4);
     expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['poison', 'after-1', 'after-2']);
     expect(await parked(consumer)).toEqual([]);
@@ -89,8 +92,8 @@ describe('router delivery', () => {
     await produce(s, [{ key: 'k1', reason: 'after-3' }]);
     await until('after-3 applied', () => router.stats(), (st) => st.applied === 5);
     // nothing outstanding now; --all re-publishes every dead letter, and the inbox skips them all
-    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding })).replayed).toHaveLength(0);
-    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq })).replayed).toHaveLength(3);
+    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq, outstanding })).replayed).toBe(0);
+    expect((await replayDeadLetters({ kafka, dlqTopic: s.dlq, consumer })).replayed).toBe(3);
     await until('replays skipped as duplicates', () => router.stats(), (st) => st.duplicates === 3);
     expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['poison', 'after-1', 'after-2', 'after-3']);
     expect(router.stats().deadLettered).toBe(3);
@@ -106,8 +109,8 @@ describe('router delivery', () => {
     const router = await startRouter(s, handlers(s, (reason) => (broken && reason === 'first' ? new Error('first is broken') : undefined)), { maxAttempts: 1 });
     await until('both dead-lettered', () => router.stats(), (st) => st.deadLettered === 2);
     broken = false;
-    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, ids: [second?.id as string] });
-    expect(report.replayed.map((r) => r.id)).toEqual([second?.id]);
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, consumer: `c-${s.run}`, ids: [second?.id as string] });
+    expect(report.sample.map((r) => r.id)).toEqual([second?.id]);
     await until('second dead-lettered again', () => router.stats(), (st) => st.deadLettered === 3);
     expect(await effects(s)).toEqual([]);
     expect((await parked(`c-${s.run}`)).map((p) => p.event_id)).toEqual([first?.id, second?.id]);
@@ -124,7 +127,7 @@ describe('router delivery', () => {
     const consumer = `c-${s.run}`;
     const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
     const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, followMs: 20_000 });
-    expect(report.replayed.map((r) => r.id)).toEqual([poison?.id, after1?.id]);
+    expect(report.sample.map((r) => r.id)).toEqual([poison?.id, after1?.id]);
     expect(report.stillParked).toEqual(['k']);
     expect(report.stillParkedDetail).toEqual([{ key: 'k', reason: 'failed-again', eventId: poison?.id, errorCode: 'HANDLER_FAILED', head: poison?.id, parkedRows: 2 }]);
     expect(await effects(s)).toEqual([]);
@@ -160,7 +163,7 @@ describe('router delivery', () => {
     broken = false;
     const outstanding = { pool: h.pool, parkedTable: table, consumer, aggregateType: 'order' };
     const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, followMs: 30_000 });
-    expect(report.replayed.map((r) => r.id)).toEqual([e1?.id, e2?.id, e3?.id]);
+    expect(report.sample.map((r) => r.id)).toEqual([e1?.id, e2?.id, e3?.id]);
     // e2 came back KEY_PARKED (e3 was the head) and was sent again, behind e3.
     expect(report.resent).toBe(1);
     expect(report.stillParkedDetail).toEqual([]);
@@ -190,7 +193,7 @@ describe('router delivery', () => {
 
     const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer, aggregateType: 'order' };
     const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding });
-    expect(report.replayed.map((r) => r.id)).toEqual([after1?.id, after2?.id]);
+    expect(report.sample.map((r) => r.id)).toEqual([after1?.id, after2?.id]);
     await until('the rest of k1 applied', () => router.stats(), (st) => st.applied === 3);
     expect((await effects(s)).filter((r) => r.aggregate_id === 'k1').map((r) => r.reason)).toEqual(['after-1', 'after-2']);
     expect(await parked(consumer)).toEqual([]);
@@ -283,28 +286,30 @@ describe('router delivery', () => {
     const s = await scenario(1);
     const bad = await runCli(['dlq:replay', '--topic', s.dlq, '--timeout-ms', 'soon']);
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringMatching(/--timeout-ms must be a whole number of milliseconds ≥ 1, got "soon"/) });
-    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 0 })).rejects.toMatchObject({ code: 'FLAG_INVALID' });
-    await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, consumer: 'c', timeoutMs: 0 })).rejects.toMatchObject({ code: 'FLAG_INVALID' });
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq })).rejects.toMatchObject({ code: 'FLAG_INVALID', message: expect.stringMatching(/one router consumer/) });
+    await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic, 'x-consumer': 'outbox-router' } }] });
     // joining a consumer group alone takes longer than 1 ms
-    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE', message: expect.stringMatching(/no progress for 1 ms/) });
+    await expect(replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, consumer: 'outbox-router', timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE', message: expect.stringMatching(/no progress for 1 ms/) });
     const ok = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json', '--timeout-ms', '30000']);
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toMatchObject({ scanned: 1, replayed: [{ key: 'k' }], dryRun: true });
+    expect(jsonLines(ok.stdout)).toMatchObject([{ type: 'replayed', key: 'k' }, { type: 'report', scanned: 1, replayed: 1, sample: [{ key: 'k' }], dryRun: true }]);
   });
 
   it('dlq:replay --all leaves dead letters older than router.dlqReplayHorizonMs alone (their inbox rows may be pruned); --beyond-horizon takes them too', async () => {
     const s = await scenario(1);
     const day = 24 * 60 * 60 * 1000;
-    const old = { key: 'k-old', value: 'v', timestamp: String(Date.now() - 10 * day), headers: { id: randomUUID(), 'x-original-topic': s.topic } };
-    const recent = { key: 'k-new', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } };
+    const headers = () => ({ id: randomUUID(), 'x-original-topic': s.topic, 'x-consumer': 'outbox-router' });
+    const old = { key: 'k-old', value: 'v', timestamp: String(Date.now() - 10 * day), headers: headers() };
+    const recent = { key: 'k-new', value: 'v', headers: headers() };
     await h.producer.send({ topic: s.dlq, messages: [old, recent] });
-    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, horizonMs: 7 * day, dryRun: true });
-    expect(report).toMatchObject({ scanned: 2, beyondHorizon: 1, replayed: [{ key: 'k-new' }] });
+    const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, consumer: 'outbox-router', horizonMs: 7 * day, dryRun: true });
+    expect(report).toMatchObject({ scanned: 2, beyondHorizon: 1, replayed: 1, sample: [{ key: 'k-new' }] });
     // The CLI takes the horizon from the config (default 7 days), and --beyond-horizon lifts it.
     const cli = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--dry-run', '--json']);
-    expect(JSON.parse(cli.stdout)).toMatchObject({ beyondHorizon: 1, replayed: [{ key: 'k-new' }] });
+    expect(jsonLines(cli.stdout).at(-1)).toMatchObject({ beyondHorizon: 1, sample: [{ key: 'k-new' }] });
     const beyond = await runCli(['dlq:replay', '--topic', s.dlq, '--all', '--beyond-horizon', '--dry-run', '--json']);
-    expect(JSON.parse(beyond.stdout)).toMatchObject({ beyondHorizon: 0, replayed: [{ key: 'k-old' }, { key: 'k-new' }] });
+    expect(jsonLines(beyond.stdout).at(-1)).toMatchObject({ beyondHorizon: 0, sample: [{ key: 'k-old' }, { key: 'k-new' }] });
   });
 
   it('dlq:replay leaves no consumer behind: a replay that gives up during its group join waits for the join before disconnecting, and its consumer is never restarted', async () => {
@@ -312,7 +317,7 @@ describe('router delivery', () => {
     await h.producer.send({ topic: s.dlq, messages: [{ key: 'k', value: 'v', headers: { id: randomUUID(), 'x-original-topic': s.topic } }] });
     const watched = watchConsumers(testKafka());
     // joining a consumer group alone takes longer than 1 ms: the replay gives up while its consumer joins
-    await expect(replayDeadLetters({ kafka: watched.kafka, dlqTopic: s.dlq, timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE' });
+    await expect(replayDeadLetters({ kafka: watched.kafka, dlqTopic: s.dlq, consumer: 'c', timeoutMs: 1 })).rejects.toMatchObject({ code: 'DLQ_UNAVAILABLE' });
     try {
       expect(watched.consumers).toHaveLength(1);
       const [c] = watched.consumers;
@@ -348,7 +353,7 @@ describe('router delivery', () => {
     expect(letter?.headers).not.toHaveProperty('headers');
     // replay has nothing to send for it; the key's head is released by hand
     const outstanding = { pool: h.pool, parkedTable: qualified('public', parkedTableName('inbox')), consumer: `c-${s.run}`, aggregateType: 'order' };
-    expect(await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, dryRun: true })).toMatchObject({ replayed: [], reduced: 1 });
+    expect(await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding, dryRun: true })).toMatchObject({ replayed: 0, reduced: 1 });
 
     const t = await scenario(1);
     await limitDlq(t, 64);

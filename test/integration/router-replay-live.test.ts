@@ -49,7 +49,7 @@ describe('router replay of a key that keeps receiving events', () => {
       const report = await replayDeadLetters({ kafka: testKafka(), dlqTopic: s.dlq, outstanding });
       expect(report.stillParked).toEqual([]);
       // The outstanding ids it read, plus any of hot's events parked while it ran (it followed them).
-      expect(report.replayed.length).toBeGreaterThanOrEqual(40);
+      expect(report.replayed).toBeGreaterThanOrEqual(40);
 
       // Released while the writer still runs: the events written from now on flow without a dead letter.
       const releasedAt = written.length;

@@ -41,9 +41,9 @@ describe('the record envelope', () => {
   });
 
   it('a dead letter carries the x- headers named here', () => {
-    const letter = buildDeadLetter({ topic: 't', partition: 1, offset: '7', key: 'k', value: 'v', headers: { [HEADER.id]: 'x' }, errorCode: 'E', errorMessage: 'm', attempts: 3 });
+    const letter = buildDeadLetter({ topic: 't', partition: 1, offset: '7', key: 'k', value: 'v', headers: { [HEADER.id]: 'x' }, errorCode: 'E', errorMessage: 'm', attempts: 3, consumer: 'c' });
     expect(Object.keys(letter.headers ?? {}).sort()).toEqual(
-      [HEADER.id, DLQ_HEADER.originalTopic, DLQ_HEADER.originalPartition, DLQ_HEADER.originalOffset, DLQ_HEADER.errorCode, DLQ_HEADER.errorMessage, DLQ_HEADER.attempts].sort(),
+      [HEADER.id, DLQ_HEADER.originalTopic, DLQ_HEADER.originalPartition, DLQ_HEADER.originalOffset, DLQ_HEADER.errorCode, DLQ_HEADER.errorMessage, DLQ_HEADER.attempts, DLQ_HEADER.consumer, DLQ_HEADER.firstDeadLetteredAt].sort(),
     );
     expect(letter.headers?.['x-original-topic']).toBe('t');
     expect(letter.headers?.['x-attempts']).toBe('3');

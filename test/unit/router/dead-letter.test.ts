@@ -17,6 +17,9 @@ describe('buildDeadLetter', () => {
     errorCode: 'HANDLER_FAILED',
     errorMessage: 'boom',
     attempts: 5,
+    consumer: 'billing',
+    timestamp: '1700000000000',
+    now: 1800000000000,
   };
 
   it('keeps key, value and headers and adds where-from and why', () => {
@@ -31,12 +34,25 @@ describe('buildDeadLetter', () => {
       'x-error-code': 'HANDLER_FAILED',
       'x-error-message': 'boom',
       'x-attempts': '5',
+      'x-consumer': 'billing',
+      // the record's own timestamp: the event cannot have been applied before its record was written
+      'x-first-dead-lettered-at': '1700000000000',
     });
+    expect(buildDeadLetter({ ...input, timestamp: undefined }).headers?.['x-first-dead-lettered-at']).toBe('1800000000000');
   });
 
   it('a replayed dead letter that fails again carries only the latest x- headers', () => {
     const again = buildDeadLetter({ ...input, headers: { ...input.headers, 'x-error-code': 'OLD', 'x-original-offset': '1', 'x-attempts': '9' }, errorCode: 'NEW' });
     expect(again.headers).toMatchObject({ 'x-error-code': 'NEW', 'x-original-offset': '41', 'x-attempts': '5' });
+  });
+
+  it('a replayed event dead-lettered again keeps when it was first dead-lettered, and names the consumer that gave up on it now', () => {
+    // the replay's record: its letter's x-first-dead-lettered-at, the replay's target, a new timestamp
+    const replayed = { ...input.headers, 'x-first-dead-lettered-at': '1600000000000', 'x-replay-consumer': 'billing', 'x-consumer': 'old', 'x-replayed-at': 'then' };
+    const again = buildDeadLetter({ ...input, headers: replayed, timestamp: '1790000000000', errorCode: 'KEY_PARKED' });
+    expect(again.headers).toMatchObject({ 'x-first-dead-lettered-at': '1600000000000', 'x-consumer': 'billing' });
+    expect(again.headers).not.toHaveProperty('x-replay-consumer');
+    expect(again.headers).not.toHaveProperty('x-replayed-at');
   });
 
   it('caps long error messages', () => {
