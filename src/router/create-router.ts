@@ -144,9 +144,15 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     stats: () => ({ ...rt.stats }),
     health,
     ready: () => health().joined && !rt.rebalancing,
+    // Reasons beside the status: a stopped inbox prune, and the records whose decode waits on the registry
+    // (their partitions do not move). Neither makes the router unready: it still consumes the rest.
     readyDetails: () => {
       const block = pruneGuard.blocked();
-      return block ? { inboxPrune: { blocked: true, reasons: block.reasons, topics: block.topics, message: block.message } } : {};
+      const waiting = waits.list();
+      return {
+        ...(block ? { inboxPrune: { blocked: true, reasons: block.reasons, topics: block.topics, message: block.message } } : {}),
+        ...(waiting.length ? { waiting } : {}),
+      };
     },
     status: () => lifecycle.status(),
   };
