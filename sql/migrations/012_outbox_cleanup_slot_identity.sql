@@ -26,7 +26,10 @@
 -- taken (14+: total_txns above the count recorded with the mark). The slot that took the mark has to
 -- decode the very transaction that recorded it, whose commit follows the mark, so a streaming slot
 -- qualifies within a run; a re-created slot that has not streamed yet (Debezium fails its task on a
--- re-created slot under a stored offset) never does.
+-- re-created slot under a stored offset) does not. But a peek (pg_logical_slot_peek_*) decodes too and
+-- raises the same counters without confirming anything: the drop guard and outbox:switch-to-relay, which
+-- peek, delete the slot's marks in the peek's transaction (a later run takes a new one), and a peek by
+-- hand weakens this check until the next mark.
 -- A slot judged re-created gets a new floor: rows below it stay (a false "re-created" only keeps rows;
 -- see the one-off below).
 -- What this cannot detect: on PostgreSQL 13 (no slot statistics), a slot re-created between two runs
@@ -97,10 +100,16 @@ DECLARE
   v_lsn       pg_lsn;
   v_deleted   integer := 0;
   v_refused   text;
+  v_registered boolean;
 BEGIN
   IF p_limit IS NULL OR p_limit < 1 THEN
     RAISE EXCEPTION 'outbox cleanup: batch size must be at least 1, got %', p_limit USING ERRCODE = '22023';
   END IF;
+  -- Two callers (the watchdog and a cron job) judge and record one after the other: the registration
+  -- row is locked before the slot is read, so a caller never compares a position it read before another
+  -- caller recorded a later one (which would look like a slot moving back: a false 're-created').
+  PERFORM 1 FROM ${outboxCleanupRegistrations} r WHERE r.slot_name = p_slot FOR UPDATE;
+  v_registered := FOUND;
   SELECT s.confirmed_flush_lsn, s.restart_lsn INTO v_confirmed, v_restart
     FROM pg_replication_slots s
    WHERE s.slot_name = p_slot AND s.slot_type = 'logical' AND s.database = current_database();
@@ -109,10 +118,10 @@ BEGIN
     DELETE FROM ${outboxCleanupMarks} m WHERE m.slot_name = p_slot;
     DELETE FROM ${outboxCleanupSlots} f WHERE f.slot_name = p_slot;
     RETURN QUERY SELECT 0, false, NULL::pg_lsn, NULL::pg_lsn, NULL::timestamptz, NULL::pg_lsn,
-      CASE WHEN EXISTS (SELECT 1 FROM ${outboxCleanupRegistrations} r WHERE r.slot_name = p_slot) THEN NULL ELSE 'unregistered' END;
+      CASE WHEN v_registered THEN NULL ELSE 'unregistered' END;
     RETURN;
   END IF;
-  IF NOT EXISTS (SELECT 1 FROM ${outboxCleanupRegistrations} r WHERE r.slot_name = p_slot) THEN
+  IF NOT v_registered THEN
     RETURN QUERY SELECT 0, true, v_confirmed, NULL::pg_lsn, NULL::timestamptz, NULL::pg_lsn, 'unregistered'::text;
     RETURN;
   END IF;
@@ -132,7 +141,6 @@ BEGIN
     END IF;
   END IF;
 
-  -- FOR UPDATE: two callers (the watchdog and a cron job) judge and record one after the other.
   SELECT f.* INTO v_seen FROM ${outboxCleanupSlots} f WHERE f.slot_name = p_slot FOR UPDATE;
   IF FOUND AND (
        v_confirmed < v_seen.seen_confirmed_lsn
@@ -219,7 +227,7 @@ BEGIN
     RETURN;
   END IF;
   v_bound := least(v_seen.floor_tx_id, v_seen.safe_xmin);
-  IF p_dry_run THEN
+  IF p_dry_run IS NOT FALSE THEN -- NULL counts too: only an explicit false deletes
     SELECT count(*) INTO v_n FROM ${outbox} o WHERE o.published_at IS NULL AND (o.tx_id IS NULL OR o.tx_id < v_bound);
   ELSE
     -- Two index scans (NULL, then the range) rather than one OR, each through the tx_id index.

@@ -214,7 +214,7 @@ async function registerCleanupFloor(config: OutboxConfig, slotName: string, log:
       await runOutboxCleanup(db, { outbox: config.outbox, slotName, batchSize: 1, maxBatches: 1 });
     });
   } catch (error) {
-    log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not register the slot with the outbox cleanup (run db:provision); the watchdog registers it on its first run');
+    log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not register the slot with the outbox cleanup: until it is registered the cleanup deletes nothing and the outbox grows. Run `outbox db:provision` (it creates the cleanup\'s tables), then `outbox connector:deploy` again, which registers it (docs/operations.md, "Outbox cleanup under CDC", has the INSERT to register it by hand)');
   }
 }
 

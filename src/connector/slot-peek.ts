@@ -32,6 +32,7 @@
 import type { Client } from 'pg';
 import { qualified } from '../db';
 import type { Logger } from '../log';
+import { outboxCleanupTables } from '../provision/sql-files';
 import { formatLsn } from './slot-guard';
 
 /** The default of --peek-timeout-ms: one hour; 0 = no limit. */
@@ -95,7 +96,9 @@ export function widenXid(xid: bigint, current: bigint): bigint {
 /**
  * One row per transaction with an outbox insert whose commit ends past $4 (the commit position): its
  * xid, its inserts, those past the offset's last event ($6, for the transaction $5 only) and its commit
- * end. Plus one row (xid NULL) counting switch-to-relay messages past the position.
+ * end. Plus one row (xid NULL) counting switch-to-relay messages past the position: written past it,
+ * so committed past it too (a message written before the position in a transaction that commits after
+ * it is not counted: the safe side, gone rows then count as unpublished).
  */
 function peekSql(messages: boolean): string {
   return `
@@ -118,7 +121,7 @@ WITH m AS (
 )
 SELECT xid::text AS xid, inserts::text, unpublished::text, commit_end::text FROM t WHERE inserts > 0 AND commit_end > $4::bigint
 UNION ALL
-SELECT NULL, count(*)::text, NULL, NULL FROM m WHERE switched`;
+SELECT NULL, count(*)::text, NULL, NULL FROM m WHERE switched AND pg_wal_lsn_diff(lsn, '0/0') > $4::numeric`;
 }
 
 /** Runs `body` in a transaction whose statements may take `timeoutMs` (0: no limit) instead of the connection's statement timeout. */
@@ -162,12 +165,26 @@ export async function peekPending(
       .filter((r) => r.xid !== null && Number(r.unpublished) > 0)
       .map((r) => ({ txId: widenXid(BigInt(r.xid!), xmax), inserts: Number(r.inserts), unpublishedInserts: Number(r.unpublished), commitEndLsn: formatLsn(BigInt(r.commit_end!)) }));
     const handedToRelay = Number(rows.find((r) => r.xid === null)?.inserts ?? 0) > 0;
+    await voidCleanupMarks(db, outbox, slotName);
     const peekMs = Date.now() - started;
     if (peekMs >= PROGRESS_EVERY_MS) log?.info({ step: 'peek', slotName, peekMs, transactions: transactions.length }, `peeked slot ${slotName} in ${Math.round(peekMs / 1000)} s`);
     return { transactions, handedToRelay, peekMs };
   } finally {
     clearInterval(progress);
   }
+}
+
+/**
+ * A peek decodes the slot's backlog and so raises its statistics (pg_stat_replication_slots.total_txns)
+ * as streaming does, without confirming anything. The CDC cleanup (migration 012) lets a mark free rows
+ * only once the slot has decoded since the mark was taken, its guard against a re-created slot that
+ * does not stream: so the marks taken before this peek are void. Deleted in the peek's transaction; the
+ * cleanup's next run takes a new mark.
+ */
+async function voidCleanupMarks(db: Client, outbox: { schema: string; table: string }, slotName: string): Promise<void> {
+  const { marks } = outboxCleanupTables(outbox);
+  const { rows } = await db.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [marks]);
+  if (rows[0]?.t) await db.query(`DELETE FROM ${marks} WHERE slot_name = $1`, [slotName]);
 }
 
 /**

@@ -17,7 +17,8 @@
  *      the rows with tx_id < x whose transaction is not among them.
  * Rows of transactions at or after x (running during the switch; the connector is stopped, so none of
  * them was published) stay for the relay. Rows written before migration 011 (tx_id NULL) are marked
- * only when no unpublished transaction is older than the one that applied that migration.
+ * only when no unpublished transaction can own one (every one has a row with its tx_id for each insert
+ * the slot lists).
  */
 import type { Client } from 'pg';
 import type { OutboxConfig } from '../config';
@@ -107,12 +108,17 @@ async function markPublished(db: Client, config: OutboxConfig, slotName: string,
     const peek = await withStatementTimeout(db, options.peekTimeoutMs ?? DEFAULT_PEEK_TIMEOUT_MS, () => peekPending(db, config.outbox, slotName, position, options.log));
     // A transaction the connector published only in part (the stored offset ends inside it) is left to
     // the relay whole: its published part goes out again, and the consumers' inbox drops it.
-    const unpublished = (peek?.transactions ?? []).map((t) => t.txId);
+    const pending = peek?.transactions ?? [];
+    const unpublished = pending.map((t) => t.txId);
     const legacy = await migrationTxId(db, config.outbox);
     if (legacy === undefined) throw refused(`the outbox has no tx_id column yet (migration 011 is not applied): run \`outbox db:provision\` first.`);
-    // Rows from before migration 011 have no tx_id: published if no unpublished transaction is older than
-    // the one that applied the migration.
-    const nullRowsPublished = unpublished.every((u) => u > legacy);
+    // Rows from before migration 011 have no tx_id. An xid says nothing about them: every pending
+    // migration runs in one transaction, whose xid an earlier migration may have taken before a writer
+    // with a later xid inserted a row without the column. So they are published only if no unpublished
+    // transaction can own one: each has as many rows with its tx_id as the slot lists inserts. A
+    // transaction with rows gone (insert-then-delete) leaves the doubt, and them, to the relay: at worst
+    // duplicates, which the consumers' inbox drops.
+    const nullRowsPublished = pending.length === 0 || (await everyInsertHasTxId(db, outbox, pending));
     const where = `published_at IS NULL AND (tx_id < $1::bigint${nullRowsPublished ? ' OR tx_id IS NULL' : ''}) AND NOT (coalesce(tx_id, -1) = ANY($2::bigint[]))`;
     const params = [x, unpublished.map(String)];
     let marked = 0;
@@ -136,6 +142,17 @@ async function markPublished(db: Client, config: OutboxConfig, slotName: string,
     if (pgCode(error) === '55006') throw refused(`the slot ${slotName} became active while switching: stop whatever streams it and run the command again.`, error);
     throw error;
   }
+}
+
+/** Whether every pending transaction's outbox inserts are all rows carrying its tx_id. */
+async function everyInsertHasTxId(db: Client, outbox: string, pending: ReadonlyArray<{ txId: bigint; inserts: number }>): Promise<boolean> {
+  const { rows } = await db.query<{ short: string }>(
+    `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS p(tx, inserts)),
+          o AS (SELECT o.tx_id, count(*) AS present FROM ${outbox} o JOIN p ON o.tx_id = p.tx GROUP BY o.tx_id)
+     SELECT count(*)::text AS short FROM p LEFT JOIN o ON o.tx_id = p.tx WHERE coalesce(o.present, 0) < p.inserts`,
+    [pending.map((t) => t.txId.toString()), pending.map((t) => t.inserts)],
+  );
+  return rows[0]?.short === '0';
 }
 
 function refused(reason: string, cause?: unknown): OutboxError {

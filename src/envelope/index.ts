@@ -156,12 +156,24 @@ function envelopeHeader(headers: IHeaders | undefined, name: string): string | u
     if (values.some((v) => v !== values[0])) {
       throw invalid(
         `The record carries the ${name} header ${values.length} times with different values (${values.map((v) => JSON.stringify(v === null ? null : v.slice(0, 100))).join(', ')}); ` +
-          'the envelope headers (id, eventType, contentType, traceparent, headers) appear once. Check the producer that added the second one.',
+          'the envelope headers (id, eventType, contentType, headers) appear once. Check the producer that added the second one.',
         { header: name, count: values.length },
       );
     }
   }
   return headerText(headers, name);
+}
+
+/**
+ * The exception: traceparent. A tracing agent on the Connect worker (OpenTelemetry's Java agent
+ * instruments the Kafka producer) adds a traceparent of its own after the Event Router's, null or not:
+ * refusing would dead-letter every event of such a pipeline. The first non-empty value is the Event
+ * Router's (the writer's trace) when it has one.
+ */
+function firstTraceparent(headers: IHeaders | undefined): string | undefined {
+  const raw = headers?.[HEADER.traceparent];
+  const values = (Array.isArray(raw) ? raw : [raw]).map((v) => (v === undefined || v === null ? '' : Buffer.isBuffer(v) ? v.toString('utf8') : String(v)));
+  return values.find((v) => v !== '') || undefined;
 }
 
 /** Throws RECORD_INVALID (dead-letter at once: a redelivery carries the same headers) naming what is wrong. */
@@ -180,7 +192,7 @@ export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders
     id: (id as string).toLowerCase(),
     eventType: eventType as string,
     contentType: contentType as string,
-    traceparent: envelopeHeader(headers, HEADER.traceparent) || undefined,
+    traceparent: firstTraceparent(headers),
     extra: parseExtraHeaders(envelopeHeader(headers, HEADER.headers)),
   };
 }

@@ -78,11 +78,32 @@ async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterD
   const ended = (outcome: 'decoded' | 'dead-lettered' | 'aborted') => {
     if (code !== undefined) deps.emit('router.wait-ended', { ...whereOf(where), code, outcome, waitedMs: Date.now() - started });
   };
+  try {
+    return await decodeLoop(where, headers, deps, scope, started, ended, (c) => (code = c));
+  } catch (error) {
+    // A rebalance (the heartbeat inside the wait) or a failing registry check ends the wait too: its
+    // entry on /readyz and the gauges must go with it, or it would stay there for good.
+    ended('aborted');
+    throw error;
+  }
+}
+
+async function decodeLoop(
+  where: Where,
+  headers: RecordHeaders,
+  deps: RouterDeps,
+  scope: BatchScope,
+  started: number,
+  ended: (outcome: 'decoded' | 'dead-lettered' | 'aborted') => void,
+  setCode: (code: string) => void,
+): Promise<{ kind: 'decoded'; payload: unknown } | { kind: 'failed'; failure: Failure } | { kind: 'aborted' }> {
+  let code: string | undefined;
   for (let wait = 1; ; wait++) {
     let error: unknown;
     try {
       // The consumer's reader schema when the codec has one (Avro schema resolution), else the writer's.
       const payload = await deps.codec.decode(where.message.value as Buffer, headers.contentType, { reader: { aggregateType: where.aggregateType, eventType: headers.eventType } });
+      if (code === 'SCHEMA_ID_UNKNOWN') forgetUnknownId(where, deps);
       ended('decoded');
       return { kind: 'decoded', payload };
     } catch (caught) {
@@ -110,12 +131,19 @@ async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterD
       return { kind: 'aborted' };
     }
     code = (error as OutboxError).code;
+    setCode(code);
     const maxDelayMs = limit > idWaitedMs ? limit - idWaitedMs : undefined;
     if (!(await waitForInfrastructure(error, wait, whereOf(where), deps, scope, { waitedMs, maxDelayMs }))) {
       ended('aborted');
       return { kind: 'aborted' };
     }
   }
+}
+
+/** The schema id this record waited on resolves now: a later wait on it starts from zero. */
+function forgetUnknownId(where: Where, deps: RouterDeps): void {
+  const value = where.message.value;
+  if (deps.unknownSchemaIds && value && value.length >= 5 && value[0] === 0) deps.unknownSchemaIds.delete(value.readInt32BE(1));
 }
 
 /** When the record's schema id was first found unknown by this router (remembered in deps.unknownSchemaIds). */

@@ -27,8 +27,18 @@ export function createPruneGuard(admin: () => Admin | undefined, settings: Prune
   let chain: Promise<PruneBlock | undefined> = Promise.resolve(undefined);
 
   async function run(): Promise<PruneBlock | undefined> {
-    const topics = [...watched].sort();
     const client = admin();
+    // A deleted topic redelivers nothing, and kafkajs fails a whole DescribeConfigs on one missing topic
+    // (every topic would read as unknown and pruning would stop for good): stop watching it. A topic
+    // created again under its name is watched again when the router subscribes it.
+    let existing: Set<string> | undefined;
+    try {
+      existing = client ? new Set(await client.listTopics()) : undefined;
+    } catch {
+      existing = undefined; // unknown: keep watching all of them (DescribeConfigs then says what it can)
+    }
+    if (existing) for (const t of watched) if (!existing.has(t)) watched.delete(t);
+    const topics = [...watched].sort();
     const { retentions, error } = client ? await topicRetentions(client, topics) : { retentions: topics.map((topic) => ({ topic, retentionMs: null, segmentMs: null })), error: 'no Kafka admin client' };
     const block = pruneBlock(settings.inboxRetentionMs, settings.dlqReplayHorizonMs, retentions, settings.allowShortInboxRetention, error);
     const check = safeInboxRetention(retentions, settings.dlqReplayHorizonMs);

@@ -93,7 +93,7 @@ SELECT COALESCE(extract(epoch FROM now() - (SELECT min(created_at) FROM ${table}
  * plain query's answer; with one, the rows at or after the slot's confirmed position.
  */
 export const outboxCdcPendingSql = (table: string, slots: string, count: boolean): string => `
-WITH w AS (SELECT COALESCE(s.safe_xmin, s.floor_tx_id) AS from_tx FROM ${slots} s WHERE s.slot_name = $1::text)
+WITH w AS (SELECT GREATEST(s.safe_xmin, s.floor_tx_id) AS from_tx FROM ${slots} s WHERE s.slot_name = $1::text)
 SELECT CASE WHEN (SELECT from_tx FROM w) IS NULL
             THEN COALESCE(extract(epoch FROM now() - (SELECT min(created_at) FROM ${table} WHERE published_at IS NULL)), 0)
             ELSE COALESCE(extract(epoch FROM now() - (SELECT o.created_at FROM ${table} o WHERE o.published_at IS NULL AND o.tx_id >= (SELECT from_tx FROM w) ORDER BY o.tx_id LIMIT 1)), 0)

@@ -163,6 +163,85 @@ describe('outbox cleanup: registered slots, re-created slots, rows below the flo
     await dropSlot(slot);
   });
 
+  it('two callers judge one after the other: a call waits for the other caller before it reads the slot (no false re-creation)', async () => {
+    const slot = randomIdentifier('race');
+    await register(slot);
+    await createSlot(slot);
+    const other = await pool.connect();
+    try {
+      await cleanup(slot);
+      await write(1);
+      // Another caller is inside the function (it holds the slot's registration row) while the slot moves on.
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM outbox_cleanup_registrations WHERE slot_name = $1 FOR UPDATE', [slot]);
+      const waiting = runOutboxCleanup(pool, { outbox: config.outbox, slotName: slot, batchSize: 10, maxBatches: 1 });
+      await new Promise((r) => setTimeout(r, 300));
+      await read(slot);
+      const moved = (await pool.query<{ lsn: string }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0]!.lsn;
+      await other.query('COMMIT');
+      // It read the slot after the other caller was done: the position it reports is the one after the move.
+      const run = await waiting;
+      expect(run.confirmedFlushLsn).toBe(moved);
+      expect(run.refused ?? null).toBeNull();
+    } finally {
+      await other.query('ROLLBACK').catch(() => {});
+      other.release();
+      await dropSlot(slot);
+    }
+  });
+
+  it('the below-floor one-off counts, and deletes nothing, when it is not told plainly to delete (p_dry_run NULL)', async () => {
+    const slot = randomIdentifier('nulldry');
+    await register(slot);
+    await createSlot(slot);
+    try {
+      const below = await write(1);
+      await cleanup(slot);
+      await write(1);
+      await read(slot);
+      await cleanup(slot);
+      await read(slot);
+      await cleanup(slot);
+      const { rows } = await pool.query<{ affected: string; refused: string | null }>('SELECT affected::text, refused FROM outbox_cleanup_below_floor($1, 100, NULL)', [slot]);
+      expect(rows[0]).toMatchObject({ refused: null });
+      expect(Number(rows[0]!.affected)).toBeGreaterThanOrEqual(1);
+      expect(await present(below)).toBe(1);
+    } finally {
+      await dropSlot(slot);
+    }
+  });
+
+  it('the backlog under CDC never counts a row below the floor, even one of a transaction that ran while the floor was taken', async () => {
+    const slot = randomIdentifier('floorage');
+    await register(slot);
+    await createSlot(slot);
+    const open = await pool.connect();
+    try {
+      // A transaction with an xid below the floor (it runs when the first run records it), that commits after.
+      await open.query('BEGIN');
+      await open.query('SELECT pg_current_xact_id()');
+      await cleanup(slot);
+      const id = randomUUID();
+      await open.query(
+        `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, created_at) VALUES ($1, 'order', 'a', 'OrderPlaced', convert_to('{}', 'UTF8'), 'application/json', now() - interval '2 hours')`,
+        [id],
+      );
+      await open.query('COMMIT');
+      // The slot confirms the first mark, whose snapshot_xmin is at or below that transaction's xid.
+      await read(slot);
+      await cleanup(slot);
+      // The regular cleanup never deletes it (below the floor): so the backlog must not count it either.
+      expect(await present([id])).toBe(1);
+      const cdc = await sampleOutbox(pool, { schema: config.outbox.schema, table: config.outbox.table, backlogCap: 100, cdcSlot: slot });
+      expect(cdc.pendingRows).toBe(0);
+      expect(cdc.oldestPendingAgeSeconds).toBeLessThan(600);
+    } finally {
+      await open.query('ROLLBACK').catch(() => {});
+      open.release();
+      await dropSlot(slot);
+    }
+  });
+
   it('a slot whose statistics were reset is treated as re-created (the safe side)', async () => {
     const slot = randomIdentifier('reset');
     await register(slot);

@@ -138,6 +138,50 @@ describe('per transaction, not per change', () => {
     expect(await guard()).toMatchObject({ outboxRows: 1, handedToRelay: false });
   });
 
+  it('a row without tx_id (as written before migration 011) in a transaction the slot has not published stays for the relay, whatever its xid', async () => {
+    const id = randomUUID();
+    // A transaction whose xid comes after the one that applied 011 can still have written a row without
+    // the column (its INSERT ran before 011's ALTER took its lock): the xid alone proves nothing.
+    await pool.query(
+      `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, tx_id) VALUES ($1, 'order', 'legacy', 'OrderPlaced', convert_to('{}', 'UTF8'), 'application/json', NULL)`,
+      [id],
+    );
+    const report = await switchToRelay(config, { client: noConnect, log });
+    expect(report).toMatchObject({ unpublishedTransactions: 1, markedPublished: 0 });
+    expect(await published([id])).toEqual([{ id, published: false }]);
+  });
+
+  it('a switch message counts only past the connector’s commit position: back on CDC, a gone row after it still counts', async () => {
+    await insert(pool, 'before');
+    await switchToRelay(config, { client: noConnect, log });
+    // Back to CDC: Debezium streams the switch's message and stores an offset past it, without the slot
+    // confirming yet; then an insert-then-delete event follows.
+    const commits = await peekCommits();
+    const pastSwitch = commits[commits.length - 1]!.lsn;
+    const c = await pool.connect();
+    try {
+      await c.query('BEGIN');
+      const gone = await insert(c, 'gone');
+      await c.query('DELETE FROM outbox WHERE id = $1', [gone]);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+    const offset = { lsn_commit: Number(parseLsn(pastSwitch)), lsn_proc: Number(parseLsn(pastSwitch)), lsn: Number(parseLsn(pastSwitch)) };
+    const work = await withAdmin(config, (db2) => readUnconfirmed(db2, config, slot(), offset, 5_000));
+    expect(work).toMatchObject({ outboxRows: 1, handedToRelay: false });
+    expect(dropRefusal('c', work)?.code).toBe('CONNECTOR_DELETE_UNSAFE');
+  });
+
+  it('a peek voids the CDC cleanup’s marks of the slot (it raises the slot’s statistics without confirming anything)', async () => {
+    await pool.query("INSERT INTO outbox_cleanup_registrations (slot_name, registered_by) VALUES ($1, 'test') ON CONFLICT DO NOTHING", [slot()]);
+    await pool.query('SELECT * FROM outbox_cleanup($1, 10)', [slot()]);
+    const marks = async () => Number((await pool.query<{ n: string }>('SELECT count(*)::text AS n FROM outbox_cleanup_marks WHERE slot_name = $1', [slot()])).rows[0]!.n);
+    expect(await marks()).toBe(1);
+    await guard();
+    expect(await marks()).toBe(0);
+  });
+
   it('the stored offset’s last event: its transaction is published up to that event, the rest of it is not', async () => {
     await insert(pool, 'first');
     const prior = (await peekCommits())[0]!.lsn;

@@ -158,6 +158,15 @@ describe('a schema id the registry does not know, seen by the router (router.unk
     expect(cut.errors.at(-1)).toContain(`asking http://fake-registry/apis/ccompat/v7 again for schema id ${known}, read before, failed`);
   });
 
+  it('a wait cut short by a rebalance (the heartbeat inside it throws) still ends: no waiting record is left on /readyz and the gauges', async () => {
+    const registry = fakeRegistry(41);
+    const rebalance = Object.assign(new Error('The group is rebalancing'), { type: 'REBALANCE_IN_PROGRESS' });
+    const { run, letters, events } = route(registry, undefined, { heartbeat: async () => Promise.reject(rebalance) });
+    await expect(run(9_999)).rejects.toBe(rebalance);
+    expect(letters).toEqual([]);
+    expect(events.filter((e) => e.startsWith('router.wait'))).toEqual(['router.wait', 'router.wait-ended']);
+  });
+
   it('with unknownSchemaIdWaitMs 0 waits for ever, even while the registry resolves other ids', async () => {
     const registry = fakeRegistry(41);
     const cut = { ...waitsCutAfter(6), unknownSchemaIdWaitMs: 0 };

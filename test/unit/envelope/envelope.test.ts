@@ -67,12 +67,19 @@ describe('an envelope header that repeats (kafkajs gives an array)', () => {
     [HEADER.id, [Buffer.from(ID), Buffer.from(OTHER)]],
     [HEADER.eventType, [Buffer.from('OrderCreated'), Buffer.from('OrderCancelled')]],
     [HEADER.contentType, [Buffer.from('application/json'), Buffer.from('application/vnd.apache.avro+binary')]],
-    [HEADER.traceparent, [Buffer.from('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'), null]],
     [HEADER.headers, [Buffer.from('{"tenant":"acme"}'), Buffer.from('{"tenant":"evil"}')]],
   ])('with different values of %s is RECORD_INVALID, naming the header and its values', (name, values) => {
     const refused = refusal({ ...base, [name]: values });
     expect(refused?.code).toBe('RECORD_INVALID');
     expect(refused?.message).toContain(`the ${name} header 2 times with different values`);
+  });
+
+  it("traceparent twice (a tracing agent on the Connect worker adds its own) is read as the first non-empty value, not refused", () => {
+    const router = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const agent = '00-11111111111111111111111111111111-2222222222222222-01';
+    expect(parseRecordHeaders({ ...base, [HEADER.traceparent]: [Buffer.from(router), Buffer.from(agent)] } as never).traceparent).toBe(router);
+    // The Event Router's header is null when the column is: the agent's is then the only trace there is.
+    expect(parseRecordHeaders({ ...base, [HEADER.traceparent]: [null, Buffer.from(agent)] } as never).traceparent).toBe(agent);
   });
 
   it('with the same value twice is read as that value', () => {

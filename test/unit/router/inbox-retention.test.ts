@@ -99,6 +99,23 @@ describe('the inbox retention window', () => {
     expect(events[0]?.[1]).toMatchObject({ code: 'INBOX_RETENTION_TOO_SHORT', reasons: ['retention-unknown'] });
   });
 
+  it('a watched topic that was deleted is no longer checked (kafkajs fails the whole DescribeConfigs on one missing topic)', async () => {
+    const topics = new Set(['outbox.event.order', 'outbox.event.retired']);
+    const admin = {
+      listTopics: async () => [...topics],
+      describeConfigs: async ({ resources }: { resources: Array<{ name: string }> }) => {
+        const missing = resources.find((r) => !topics.has(r.name));
+        if (missing) throw new Error(`This server does not host this topic-partition: ${missing.name}`);
+        return { resources: resources.map((r) => ({ resourceName: r.name, errorCode: 0, configEntries: [{ configName: 'retention.ms', configValue: String(DAY) }, { configName: 'segment.ms', configValue: '0' }, { configName: 'cleanup.policy', configValue: 'delete' }] })) };
+      },
+    } as unknown as Admin;
+    const guard = createPruneGuard(() => admin, { inboxRetentionMs: 10 * DAY, dlqReplayHorizonMs: DAY, allowShortInboxRetention: false }, () => {});
+    expect(await guard.watch([...topics])).toBeUndefined();
+    topics.delete('outbox.event.retired');
+    expect(await guard.check()).toBeUndefined();
+    expect(guard.blocked()).toBeUndefined();
+  });
+
   it('prunes by primary key, oldest first, per consumer, skipping rows whose event is parked, without row locks the router role may not take', () => {
     const sql = pruneInboxSql('"public"."inbox"', '"public"."inbox_parked"');
     expect(sql).toMatch(/^DELETE FROM "public"\."inbox" WHERE consumer = \$1 AND message_id IN \(/);
