@@ -100,7 +100,8 @@ describe('deployConnector on the real stack', () => {
     const result = await deployConnector(config, { client: spy });
     expect(result.action).toBe('unchanged');
     expect(result.diff.unchanged).toBe(true);
-    expect(result.warnings).toEqual([]); // a streaming connector's slot never runs ahead of its stored offset
+    // A streaming connector's slot never runs ahead of its stored offset: the only warning is the stack's one broker.
+    expect(result.warnings?.filter((w) => !w.startsWith('EVENTS WOULD LIVE ON'))).toEqual([]);
     expect(writes).toEqual([]);
     expect(await client.getConfig(config.connector.name)).toEqual(before);
   });

@@ -143,7 +143,7 @@ describe('inbox retention (real stack)', () => {
       expect(refused.last('router.inbox-prune-blocked')).toMatchObject({ code: 'INBOX_RETENTION_TOO_SHORT', reasons: ['retention-too-short'], topics: [long] });
       expect(String(refused.last('router.inbox-prune-blocked')?.error)).toContain('28 d');
       expect(held.readyDetails()).toMatchObject({ inboxPrune: { blocked: true, reasons: ['retention-too-short'], topics: [long] } });
-      expect(held.health()).toEqual({ running: true, joined: true });
+      expect(held.health()).toEqual({ running: true, joined: true, waiting: [] });
       expect(await refused.metrics.registry.metrics()).toContain('outbox_router_inbox_prune_blocked{reason="retention-too-short"} 1');
       expect(await countOf(consumer)).toBe(20);
     } finally {

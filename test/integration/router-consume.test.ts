@@ -219,7 +219,7 @@ describe('router consume loop', () => {
     const id = await newPaymentTopic(s, 2);
     await until('the new topic consumed', () => seen, (ids) => ids.includes(id), 60_000);
     expect(counts.injectedFailures).toBe(1);
-    expect(healthDuringFailure).toEqual({ running: true, joined: false });
+    expect(healthDuringFailure).toEqual({ running: true, joined: false, waiting: [] });
     await until('healthy again', () => router?.health().joined, Boolean);
     // The new topic's dead-letter topic was created with it.
     expect(await partitionsOf(`${s.run}.outbox.dlq.payment`)).toBe(2);
@@ -291,7 +291,7 @@ describe('router consume loop', () => {
       // A refresh far longer than the test: only the short check of the missing topic can subscribe it.
       const { router, events } = defaultRouter(run, { payment: { PaymentTaken: async (event) => void applied.push(event.id) } }, { topicRefreshMs: 600_000 });
       await router.start();
-      expect(router.health()).toEqual({ running: true, joined: true });
+      expect(router.health()).toEqual({ running: true, joined: true, waiting: [] });
       await h.admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
       const first = json('PaymentTaken', 'p-1');
       await h.producer.send({ topic, acks: -1, messages: [first] });
