@@ -217,10 +217,13 @@ describe('outbox cleanup: registered slots, re-created slots, rows below the flo
     await createSlot(slot);
     const open = await pool.connect();
     try {
-      // A transaction with an xid below the floor (it runs when the first run records it), that commits after.
+      // A transaction with an xid below the floor (it runs when the first run records it, and a later
+      // transaction has ended by then, so the floor, a snapshot's xmax, is above it), that commits after.
       await open.query('BEGIN');
-      await open.query('SELECT pg_current_xact_id()');
+      const tx = BigInt((await open.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x')).rows[0]!.x);
+      await pool.query('SELECT pg_current_xact_id()');
       await cleanup(slot);
+      expect(BigInt(String((await state(slot))?.floor_tx_id))).toBeGreaterThan(tx);
       const id = randomUUID();
       await open.query(
         `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type, created_at) VALUES ($1, 'order', 'a', 'OrderPlaced', convert_to('{}', 'UTF8'), 'application/json', now() - interval '2 hours')`,

@@ -156,8 +156,7 @@ describe('per transaction, not per change', () => {
     await switchToRelay(config, { client: noConnect, log });
     // Back to CDC: Debezium streams the switch's message and stores an offset past it, without the slot
     // confirming yet; then an insert-then-delete event follows.
-    const commits = await peekCommits();
-    const pastSwitch = commits[commits.length - 1]!.lsn;
+    const pastSwitch = (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
     const c = await pool.connect();
     try {
       await c.query('BEGIN');
