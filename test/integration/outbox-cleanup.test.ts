@@ -196,6 +196,13 @@ describe('outbox cleanup and the switch to the relay with Debezium', () => {
     const before = await write(pool, 's', 10);
     await onTopic(45);
     await pauseConnector(config);
+    // Paused for real before the writes: a task still running would publish part of the pending
+    // transaction, and the switch leaves a part-published transaction to the relay whole (its published
+    // part goes out twice, by design; the inbox drops it). Here the relay must publish each pending event once.
+    await until('connector and task paused', async () => {
+      const status = await connectorStatus(config);
+      return status.state === 'PAUSED' && status.tasks.length > 0 && status.tasks.every((t) => t.state === 'PAUSED');
+    });
     const pending = await write(pool, 't', 12);
     const report = await switchToRelay(config, { log: createLogger({ level: 'silent' }) });
     expect(report.stopped).toBe(true);
