@@ -152,6 +152,8 @@ describe('router delivery', () => {
     const router = await startRouter(s, handlers(s, (reason) => (broken && reason === 'e1' ? new Error('e1 is broken') : undefined)), { maxAttempts: 1 });
     await until('all three dead-lettered', () => router.stats(), (st) => st.deadLettered === 3);
     const consumer = `c-${s.run}`;
+    // The count moves when a dead letter is sent, its parked row follows: wait for all three rows.
+    await until('all three parked', () => parked(consumer), (rows) => rows.length === 3);
     const table = qualified('public', parkedTableName('inbox'));
     await h.pool.query(
       `UPDATE ${table} p SET seq = o.seq FROM ${table} o
@@ -183,6 +185,7 @@ describe('router delivery', () => {
     const router = await startRouter(s, handlers(s, (reason) => (reason === 'unfixable' ? new Error('never works') : undefined)), { maxAttempts: 1 });
     await until('k1 parked, k2 applied', () => router.stats(), (st) => st.applied === 1 && st.deadLettered === 3);
     const consumer = `c-${s.run}`;
+    await until('k1 parked three times', () => parked(consumer), (rows) => rows.length === 3);
     const cli = (...args: string[]) => runCli(['dlq:release', '--aggregate-type', 'order', '--consumer', consumer, ...args]);
     expect(await cli('--head')).toMatchObject({ code: 1, stderr: expect.stringMatching(/--head needs --key/) });
     const released = await cli('--key', 'k1', '--head');
