@@ -53,7 +53,10 @@ export function startCliProcess(options: { command: 'router' | 'relay' | 'watchd
   const file = join(options.dir, `${command}-config.json`);
   writeFileSync(file, JSON.stringify(config));
   const { database } = config;
-  const child: ChildProcess = spawn(process.execPath, [DIST.cli, '--log-format', 'json', '--log-level', 'info', command, '--config', file, '--metrics-port', '0', ...options.args], {
+  // OUTBOX_BENCH_NODE_ARGS: extra node flags for the pipeline's processes, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`
+  // to profile the router as it runs in the bench (NODE_OPTIONS refuses --cpu-prof).
+  const nodeArgs = (process.env.OUTBOX_BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, DIST.cli, '--log-format', 'json', '--log-level', 'info', command, '--config', file, '--metrics-port', '0', ...options.args], {
     env: { ...process.env, PGHOST: database.host, PGPORT: String(database.port), PGDATABASE: database.database, PGUSER: database.user, PGPASSWORD: database.password ?? '', ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -1,5 +1,6 @@
 import Table from 'cli-table3';
-import { pipelineCpuPerEvent } from './load';
+import { NOT_PIPELINE, pipelineCpuPerEvent } from './load';
+import { pipelineRuns } from './verdicts';
 import type { BenchResults } from './types';
 import type { Verdict } from './targets';
 
@@ -34,13 +35,13 @@ export function formatVerdicts(verdicts: readonly Verdict[]): string {
 }
 
 /** Process groups in the CPU table, in this order; any other group found goes after them. */
-const CPU_ORDER = ['postgres', 'connect', 'kafka', 'registry', 'router', 'relay', 'writer', 'benchNode', 'java', 'otherNode', 'other'];
-const CPU_HEADS: Record<string, string> = { postgres: 'postgres', connect: 'Connect', kafka: 'Kafka', registry: 'registry', router: 'router', relay: 'relay', writer: 'writer', benchNode: 'bench', java: 'java', otherNode: 'other node*', other: 'other*' };
+const CPU_ORDER = ['postgres', 'connect', 'kafka', 'registry', 'router', 'relay', 'watchdog', 'writer', 'benchNode', 'java', 'otherNode', 'other'];
+const CPU_HEADS: Record<string, string> = { postgres: 'postgres', connect: 'Connect', kafka: 'Kafka', registry: 'registry', router: 'router', relay: 'relay', watchdog: 'watchdog', writer: 'writer', benchNode: 'bench', java: 'java', otherNode: 'other node*', other: 'other*' };
 
 /** Rows of the CPU table: each pipeline step, then each router drain. Pure. */
 export function cpuRows(results: BenchResults): Array<{ label: string; perEvent: Record<string, number> }> {
   const rows: Array<{ label: string; perEvent: Record<string, number> }> = [];
-  for (const run of [results.cdc, results.relay]) for (const s of [...(run?.steps ?? [])].sort((a, b) => a.rate - b.rate)) rows.push({ label: `${run?.pipeline} @${s.rate}/s${s.keptUp ? '' : ' (past knee)'}`, perEvent: s.cpuUsPerEvent });
+  for (const [key, run] of pipelineRuns(results)) for (const s of [...run.steps].sort((a, b) => a.rate - b.rate)) rows.push({ label: `${key} @${s.rate}/s${s.keptUp ? '' : ' (past knee)'}`, perEvent: s.cpuUsPerEvent });
   const r = results.router;
   if (r) for (const d of [r.perEvent, r.batch]) if (d.supported) rows.push({ label: `router drain (${d.handler})`, perEvent: d.cpuUsPerEvent });
   return rows;
@@ -62,23 +63,23 @@ export function formatCpuTable(results: BenchResults): string | undefined {
  * the main table, kept in results.json. Pure.
  */
 export function inCurveTable(v: Verdict): boolean {
-  return /^(cdc|relay)\.(latency\d+\.|cpu\d+$)/.test(v.id) && v.target === undefined;
+  return /^(cdc|relay)(\.batch)?\.(latency\d+\.|cpu\d+$)/.test(v.id) && v.target === undefined;
 }
 
 /** One row per measured rate of each pipeline: the curve, as numbers. */
 export function formatCurve(results: BenchResults): string | undefined {
-  const runs = [results.cdc, results.relay].filter((r) => r !== undefined);
+  const runs = pipelineRuns(results);
   if (runs.length === 0) return undefined;
   const table = new Table({
     head: ['pipeline', 'asked/s', 'reached/s', 'p50 ms', 'p99 ms', 'p99 to Kafka | from', 'backlog mid -> end', 'loop p99 router|writer|relay', 'CPU µs/ev', ''],
     style: { head: [], border: [], compact: true },
   });
-  for (const run of runs) {
+  for (const [key, run] of runs) {
     for (const s of [...run.steps].sort((a, b) => a.rate - b.rate)) {
       const l = s.eventLoopMs;
       const loop = [l.router, l.writer, l.relay].map((x) => (x ? formatValue(x.p99) : '-')).join(' | ');
       table.push([
-        run.pipeline, formatValue(s.rate), formatValue(s.reachedPerSec), formatValue(s.commitToHandledMs.p50), formatValue(s.commitToHandledMs.p99),
+        key, formatValue(s.rate), formatValue(s.reachedPerSec), formatValue(s.commitToHandledMs.p50), formatValue(s.commitToHandledMs.p99),
         `${formatValue(s.commitToKafkaMs.p99)} | ${formatValue(s.kafkaToHandledMs.p99)}`, `${s.backlogMid} -> ${s.backlogEnd}`, loop,
         formatValue(pipelineCpuPerEvent(s.cpuUsPerEvent)), s.keptUp ? 'kept up' : !s.reached ? 'rate not reached' : 'past the knee',
       ]);
@@ -87,8 +88,33 @@ export function formatCurve(results: BenchResults): string | undefined {
   return table.toString();
 }
 
+/**
+ * The pipeline's CPU by process at rest and at 200 events/s (per-event handlers), in % of one core:
+ * what a deployment pays around the clock. Pure.
+ */
+export function formatIdleTable(results: BenchResults): string | undefined {
+  const rows: Array<{ label: string; cpuPct: Record<string, number> }> = [];
+  for (const [pipeline, run] of [['cdc', results.cdc], ['relay', results.relay]] as const) {
+    const idle = results.idle?.[pipeline];
+    if (idle) rows.push({ label: `${pipeline} at 0 events/s`, cpuPct: idle.load.cpuPct });
+    const at200 = run?.steps.find((s) => s.rate === 200);
+    if (at200) rows.push({ label: `${pipeline} at 200 events/s`, cpuPct: at200.load.cpuPct });
+  }
+  if (rows.length === 0) return undefined;
+  const seen = new Set(rows.flatMap((r) => Object.keys(r.cpuPct)).filter((g) => g !== 'benchNode'));
+  const groups = [...CPU_ORDER.filter((g) => seen.has(g)), ...[...seen].filter((g) => !CPU_ORDER.includes(g))];
+  const table = new Table({ head: ['% of one core', ...groups.map((g) => CPU_HEADS[g] ?? g), 'pipeline'], style: { head: [], border: [], compact: true } });
+  for (const r of rows) {
+    const pipeline = Object.entries(r.cpuPct).reduce((sum, [g, v]) => sum + (NOT_PIPELINE.has(g) || g === 'benchNode' ? 0 : v), 0);
+    table.push([r.label, ...groups.map((g) => (r.cpuPct[g] === undefined ? '' : formatValue(r.cpuPct[g] as number))), formatValue(Math.round(pipeline * 10) / 10)]);
+  }
+  return table.toString();
+}
+
 export function formatBench(results: BenchResults): string {
   const lines = [formatVerdicts(results.verdicts.filter((v) => !inCurveTable(v)))];
+  const idle = formatIdleTable(results);
+  if (idle) lines.push('', 'CPU by process at rest and at 200 events/s (per-event handlers; /proc utime+stime over the window):', idle);
   const curve = formatCurve(results);
   if (curve) lines.push('', 'Latency against rate (commit -> handled from the database clock; Kafka split by broker time; every step after the warm-up):', curve);
   const cpu = formatCpuTable(results);

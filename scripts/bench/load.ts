@@ -31,8 +31,8 @@ export interface ProcSample {
   procs: Map<number, { group: string; ticks: number }>;
 }
 
-/** utime + stime and comm from /proc/<pid>/stat (comm may contain spaces and parentheses). */
-export function parseProcStat(content: string): { comm: string; ticks: number } | undefined {
+/** utime + stime, comm and the parent pid from /proc/<pid>/stat (comm may contain spaces and parentheses). */
+export function parseProcStat(content: string): { comm: string; ticks: number; ppid: number } | undefined {
   const open = content.indexOf('(');
   const close = content.lastIndexOf(')');
   if (open < 0 || close < open) return undefined;
@@ -41,7 +41,7 @@ export function parseProcStat(content: string): { comm: string; ticks: number } 
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
   if (!Number.isFinite(utime) || !Number.isFinite(stime)) return undefined;
-  return { comm: content.slice(open + 1, close), ticks: utime + stime };
+  return { comm: content.slice(open + 1, close), ticks: utime + stime, ppid: Number(fields[1]) };
 }
 
 /** The first `cpu` line of /proc/stat: busy = everything but idle and iowait. */
@@ -54,13 +54,50 @@ export function parseMachineStat(content: string): { busy: number; total: number
   return { busy: total - idle, total };
 }
 
-/** Which part of the stack a process is, by its comm and command line. */
-export function classifyProcess(comm: string, cmdline: string, pid: number, self: number, children: ReadonlyMap<number, string> = new Map()): string {
+/**
+ * The processes of the stack being measured, from its pid files: its JVMs and its PostgreSQL postmaster
+ * (whose children are the backends and the walsender). Other PostgreSQL servers and JVMs on the machine
+ * (the system's PostgreSQL, another profile of the stack, another checkout's) are then `other`, not the
+ * pipeline. Undefined (no pid files): every postgres and Kafka-looking JVM counts.
+ */
+export interface StackScope {
+  javaPids: ReadonlySet<number>;
+  postmaster?: number;
+}
+
+export function readStackScope(stateDir: string): StackScope | undefined {
+  const pid = (file: string) => {
+    try {
+      const n = Number(readFileSync(file, 'utf8').split('\n')[0]?.trim());
+      return Number.isInteger(n) && n > 0 ? n : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const javaPids = new Set(['kafka', 'connect', 'registry'].map((s) => pid(`${stateDir}/pids/${s}.pid`)).filter((n): n is number => n !== undefined));
+  let pgRoot = `${stateDir}/postgres`;
+  try {
+    // The cluster may live outside the state folder (a root that the postgres user cannot enter): its pointer file says where.
+    pgRoot = readFileSync(`${stateDir}/postgres-root`, 'utf8').trim() || pgRoot;
+  } catch {
+    // no pointer: the default place
+  }
+  const postmaster = pid(`${pgRoot}/data/postmaster.pid`);
+  if (javaPids.size === 0 && postmaster === undefined) return undefined;
+  return { javaPids, ...(postmaster !== undefined ? { postmaster } : {}) };
+}
+
+/** Which part of the stack a process is, by its comm and command line (and, with a scope, whether it is the measured stack's). */
+export function classifyProcess(comm: string, cmdline: string, pid: number, self: number, children: ReadonlyMap<number, string> = new Map(), scope?: StackScope, ppid?: number): string {
   if (pid === self) return 'benchNode';
   const child = children.get(pid);
   if (child) return child;
-  if (comm === 'postgres' || comm.startsWith('postgres')) return 'postgres';
+  if (comm === 'postgres' || comm.startsWith('postgres')) {
+    if (scope?.postmaster !== undefined && pid !== scope.postmaster && ppid !== scope.postmaster) return 'other';
+    return 'postgres';
+  }
   if (comm === 'java' || cmdline.includes('/bin/java')) {
+    if (scope && scope.javaPids.size > 0 && !scope.javaPids.has(pid)) return 'other';
     if (/ConnectDistributed/.test(cmdline)) return 'connect';
     if (/quarkus|apicurio|schema-registry|SchemaRegistry/i.test(cmdline)) return 'registry';
     if (/kafka\.Kafka\b|kafka-server|kafka\.server/.test(cmdline)) return 'kafka';
@@ -74,6 +111,13 @@ const cmdlines = new Map<number, { comm: string; group: string }>();
 
 /** The processes the bench spawned, by pid, and the group each counts in (`router`, `relay`, `writer`). */
 export const childPids = new Map<number, string>();
+
+/** The stack being measured (set by the bench at its start); see StackScope. */
+let scope: StackScope | undefined;
+export function setStackScope(s: StackScope | undefined): void {
+  scope = s;
+  cmdlines.clear();
+}
 
 export function sampleProcs(): ProcSample {
   const at = Date.now();
@@ -96,7 +140,7 @@ export function sampleProcs(): ProcSample {
           } catch {
             // gone already
           }
-          known = { comm: stat.comm, group: classifyProcess(stat.comm, cmdline, pid, process.pid, childPids) };
+          known = { comm: stat.comm, group: classifyProcess(stat.comm, cmdline, pid, process.pid, childPids, scope, stat.ppid) };
           cmdlines.set(pid, known);
         }
         procs.set(pid, { group: known.group, ticks: stat.ticks });

@@ -10,7 +10,7 @@ import { measureWatchdog, type WatchdogMeasurement } from 'outbox-router/watchdo
 import type { BenchDatabase, createBenchDatabase } from './bench-db';
 import { startCliProcess, type CliProcess } from './cli-process';
 import { childPids, startLoad } from './load';
-import { measurePipeline } from './pipeline';
+import { measurePipeline, type HandlerKind, type PipelineRun } from './pipeline';
 import type { Progress } from './progress';
 import { measureRawKafka } from './raw-kafka';
 import { measureRouterThroughput } from './router-throughput';
@@ -42,6 +42,8 @@ export interface BenchRun {
   cleanups: Cleanup[];
   /** A throw-away database named after the run, dropped by the cleanups. */
   database: (suffix: string, overrides?: Parameters<typeof createBenchDatabase>[0]) => Promise<BenchDatabase>;
+  /** A routed topic of the run, made before its producer starts (removed with the run's topics at the end). */
+  createTopic: (topic: string) => Promise<void>;
 }
 
 export async function measureWriterPart(b: BenchRun): Promise<void> {
@@ -49,39 +51,59 @@ export async function measureWriterPart(b: BenchRun): Promise<void> {
   b.progress.note(`writer: ratio with outbox ${b.results.writer.ratio} (same statement ${b.results.writer.ratioSameStatement})`);
 }
 
+/** The CDC curve once per handler form, each on its own database, connector, slot and topic. */
 export async function measureCdcPart(b: BenchRun): Promise<void> {
-  const { runId, results, progress, admin, cleanups } = b;
-  const prefix = `bench${runId}cdc`;
+  for (const handler of b.options.handlers) {
+    const run = await cdcCurve(b, handler);
+    if (handler === 'batch') b.results.cdcBatch = run;
+    else b.results.cdc = run;
+  }
+}
+
+async function cdcCurve(b: BenchRun, handler: HandlerKind): Promise<PipelineRun> {
+  const { runId, progress, admin, cleanups } = b;
+  const form = handler === 'batch' ? 'batch' : 'event';
+  const prefix = `bench${runId}cdc${form}`;
   const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
-  const bench = await b.database('cdc', {
-    connector: { name: `outbox-bench-${runId}`, slotName: `outbox_bench_${runId}`, topicReplacement, topicPrefix: prefix, exactlyOnce: b.options.exactlyOnce ?? false },
+  const bench = await b.database(`cdc_${form}`, {
+    connector: { name: `outbox-bench-${runId}-${form}`, slotName: `outbox_bench_${runId}_${form}`, topicReplacement, topicPrefix: prefix, exactlyOnce: b.options.exactlyOnce ?? false },
   });
   const { config } = bench;
   // Routed topics exist before the connector: broker timestamps (LogAppendTime), the bench's partitions.
-  await createTopic(b.kafka, topicForReplacement(topicReplacement)('order'));
-  cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: once(() => deleteConnector(config, { dropSlot: true, force: true })) });
+  await b.createTopic(topicForReplacement(topicReplacement)('order'));
+  const removeConnector = once(() => deleteConnector(config, { dropSlot: true, force: true }));
+  cleanups.unshift({ what: `connector ${config.connector.name} and slot ${config.connector.slotName}`, run: removeConnector });
   const deployed = await deployConnector(config, { log: b.step });
-  progress.note(`cdc: connector ${config.connector.name} ${deployed.action} and RUNNING`);
+  progress.note(`cdc (${handler} handler): connector ${config.connector.name} ${deployed.action} and RUNNING`);
   await waitForSlot(admin, config.connector.slotName, 60_000);
-  results.cdc = await curve(b, 'cdc', bench, prefix);
-  // The connector and slot go now, not at the end: Debezium would otherwise keep working during the other parts.
-  await cleanups.find((c) => c.what.startsWith('connector '))?.run();
+  try {
+    return await curve(b, 'cdc', handler, bench, prefix);
+  } finally {
+    // The connector and slot go now, not at the end: Debezium would otherwise keep working during the other parts.
+    await removeConnector();
+  }
 }
 
+/** The relay curve once per handler form, each on its own database and topic. */
 export async function measureRelayPart(b: BenchRun): Promise<void> {
-  const prefix = `bench${b.runId}relay`;
-  const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
-  const bench = await b.database('relay', { connector: { topicReplacement } });
-  await createTopic(b.kafka, topicForReplacement(topicReplacement)('order'));
-  const relay = startCliProcess({ command: 'relay', args: [], config: bench.config, dir: b.dir, log: b.log });
-  childPids.set(relay.pid, 'relay');
-  try {
-    await relay.healthy(60_000);
-    const run = await curve(b, 'relay', bench, prefix, { relay });
-    const s = bench.config.relay;
-    b.results.relay = { ...run, settings: { workers: s.workers, batchSize: s.batchSize, pollIntervalMs: s.pollIntervalMs } };
-  } finally {
-    await relay.stop();
+  for (const handler of b.options.handlers) {
+    const form = handler === 'batch' ? 'batch' : 'event';
+    const prefix = `bench${b.runId}relay${form}`;
+    const topicReplacement = `${prefix}.outbox.event.\${routedByValue}`;
+    const bench = await b.database(`relay_${form}`, { connector: { topicReplacement } });
+    await b.createTopic(topicForReplacement(topicReplacement)('order'));
+    const relay = startCliProcess({ command: 'relay', args: [], config: bench.config, dir: b.dir, log: b.log });
+    childPids.set(relay.pid, 'relay');
+    try {
+      await relay.healthy(60_000);
+      const run = await curve(b, 'relay', handler, bench, prefix, { relay });
+      const s = bench.config.relay;
+      const result = { ...run, settings: { workers: s.workers, batchSize: s.batchSize, pollIntervalMs: s.pollIntervalMs } };
+      if (handler === 'batch') b.results.relayBatch = result;
+      else b.results.relay = result;
+    } finally {
+      await relay.stop();
+    }
   }
 }
 
@@ -138,7 +160,7 @@ export async function measureWatchdogPart(b: BenchRun): Promise<void> {
 }
 
 /** The latency-versus-rate curve of one pipeline, writer and router (and relay) each in its own process. */
-function curve(b: BenchRun, pipeline: 'cdc' | 'relay', bench: BenchDatabase, prefix: string, others?: Record<string, CliProcess>) {
+function curve(b: BenchRun, pipeline: 'cdc' | 'relay', handler: HandlerKind, bench: BenchDatabase, prefix: string, others?: Record<string, CliProcess>) {
   const { options } = b;
   return measurePipeline({
     pipeline,
@@ -155,7 +177,7 @@ function curve(b: BenchRun, pipeline: 'cdc' | 'relay', bench: BenchDatabase, pre
     probes: options.probes,
     writerMode: options.writerMode,
     connections: options.writerConnections,
-    handler: options.handler,
+    handler,
     ...(others ? { others } : {}),
     progress: b.progress,
     log: b.log,
@@ -163,7 +185,7 @@ function curve(b: BenchRun, pipeline: 'cdc' | 'relay', bench: BenchDatabase, pre
 }
 
 /** A bench topic stamped with broker time, so a record's timestamp is when Kafka appended it. */
-async function createTopic(kafka: ReturnType<typeof createKafka>, topic: string): Promise<void> {
+export async function createTopic(kafka: ReturnType<typeof createKafka>, topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {

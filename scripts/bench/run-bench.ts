@@ -9,8 +9,10 @@ import { createLogger, type Logger } from 'outbox-router/log';
 import { createStack } from '../stack/stack';
 import { createBenchDatabase, type BenchDatabase } from './bench-db';
 import { chartSpec, renderChart, type ChartPoint } from './chart';
-import { stackMemoryMb } from './load';
+import { readStackScope, setStackScope, stackMemoryMb } from './load';
+import { defaultStateDir } from '../stack/paths';
 import {
+  createTopic,
   measureCdcPart,
   measureRawPart,
   measureRelayPart,
@@ -22,9 +24,10 @@ import {
   type BenchRun,
   type Cleanup,
 } from './parts';
+import { measureIdlePart } from './idle';
 import { createProgress } from './progress';
 import { round } from './stats';
-import { buildVerdicts } from './verdicts';
+import { buildVerdicts, pipelineRuns } from './verdicts';
 import { type BenchOptions, type BenchResults, type Part } from './types';
 
 /**
@@ -50,6 +53,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
   const step = createLogger({ name: 'bench', level: 'warn' });
   const base = loadConfig();
   await createStack().up((e) => log.debug({ step: e.step }, e.detail));
+  // Only this stack's PostgreSQL and JVMs count as the pipeline: another profile or server on the machine is `other`.
+  setStackScope(readStackScope(defaultStateDir()));
   let admin: Client | undefined;
   const database = async (suffix: string, overrides: Parameters<typeof createBenchDatabase>[0] = {}): Promise<BenchDatabase> => {
     const db = await createBenchDatabase(overrides, `${runId}_${suffix}`);
@@ -85,7 +90,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResults> {
     admin = new Client(clientConfig(base.database, { database: 'postgres', application_name: 'outbox-bench-stats' }));
     await admin.connect();
     const kafka = createKafka(base, { role: 'bench' });
-    const run: BenchRun = { runId, dir, base, options, results, progress, log, step, kafka, admin, cleanups, database };
+    const run: BenchRun = { runId, dir, base, options, results, progress, log, step, kafka, admin, cleanups, database, createTopic: (topic) => createTopic(kafka, topic) };
+    await part('idle', () => measureIdlePart(run, ['cdc', 'relay']));
     await part('writer', () => measureWriterPart(run));
     await part('cdc', () => measureCdcPart(run));
     await part('relay', () => measureRelayPart(run));
@@ -130,7 +136,7 @@ async function writeResults(results: BenchResults, output: string): Promise<void
     .filter((v) => v.pass === false)
     .map((v) => ({ id: v.id, what: v.what, value: v.value, target: `${v.target?.comparator} ${v.target?.value} ${v.unit}`, why: v.why ?? 'no explanation measured' }));
   mkdirSync(dirname(output), { recursive: true });
-  if (results.cdc || results.relay) results.chart = await drawChart(results, join(dirname(output), 'latency-vs-rate.svg'));
+  if (pipelineRuns(results).length > 0) results.chart = await drawChart(results, join(dirname(output), 'latency-vs-rate.svg'));
   writeFileSync(output, `${JSON.stringify(results, null, 2)}\n`);
 }
 
@@ -159,10 +165,7 @@ async function deleteRunTopics(config: OutboxConfig, runId: string): Promise<voi
 
 /** The curve of each pipeline as an SVG beside results.json. */
 async function drawChart(results: BenchResults, file: string): Promise<{ file?: string; note?: string }> {
-  const pipelines = [
-    ['CDC', results.cdc],
-    ['relay', results.relay],
-  ] as const;
+  const pipelines = pipelineRuns(results).map(([, run]) => [`${run.pipeline === 'cdc' ? 'CDC' : 'relay'}, ${run.handler}`, run] as const);
   const points: ChartPoint[] = [];
   const maxima: Array<{ pipeline: string; rate: number }> = [];
   for (const [name, run] of pipelines) {
@@ -170,7 +173,7 @@ async function drawChart(results: BenchResults, file: string): Promise<{ file?: 
     for (const s of run.steps) points.push({ pipeline: name, rate: s.reachedPerSec, asked: s.rate, p50: s.commitToHandledMs.p50, p99: s.commitToHandledMs.p99 });
     if (run.sustainedMax) maxima.push({ pipeline: name, rate: run.sustainedMax.rate });
   }
-  const title = `commit → handled vs rate (${results.machine.when.slice(0, 10)}, ${results.machine.cpus} cores, ${results.cdc?.handler ?? results.relay?.handler} handler)`;
+  const title = `commit → handled vs rate (${results.machine.when.slice(0, 10)}, ${results.machine.cpus} cores)`;
   try {
     const note = await renderChart(chartSpec({ title, points, maxima }), file);
     return note ? { note } : { file };

@@ -31,10 +31,17 @@ export const TARGETS = {
   watchdogPollMs: { comparator: '<=', value: 5 },
   watchdogDetectionIntervals: { comparator: '<=', value: 2 },
   stackMemoryMb: { comparator: '<=', value: 3 * 1024 },
+  /** The whole pipeline at 0 events/s, % of one core (issue 24). */
+  idleCpuPct: { comparator: '<=', value: 10 },
+  /** The whole pipeline at 200 events/s, % of one core. */
+  cpuAt200Pct: { comparator: '<=', value: 35 },
+  /** Per-event handlers: at least this sustained rate, and within 20 % of the batch form's. */
+  perEventSustained: { comparator: '>=', value: 2500 },
+  perEventRatio: { comparator: '>=', value: 0.8 },
 } as const satisfies Record<string, { comparator: Comparator; value: number }>;
 
-/** Commit → handled targets (issue 12), by pipeline and rate (events/s), in ms. */
-export const LATENCY_TARGETS: ReadonlyArray<{ pipeline: 'cdc' | 'relay'; rate: number; p50?: number; p99: number }> = [
+/** Commit → handled targets by pipeline and rate (events/s), in ms; `handler` narrows one to a handler form. */
+export const LATENCY_TARGETS: ReadonlyArray<{ pipeline: 'cdc' | 'relay'; handler?: 'per-event' | 'batch'; rate: number; p50?: number; p99: number }> = [
   { pipeline: 'cdc', rate: 200, p50: 10, p99: 30 },
   { pipeline: 'cdc', rate: 1000, p50: 10, p99: 30 },
   { pipeline: 'cdc', rate: 2000, p99: 50 },

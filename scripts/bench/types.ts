@@ -9,7 +9,7 @@ import type { Verdict } from './targets';
 import type { WriterRun } from './writer-overhead';
 import type { WriterMode } from './writer-protocol';
 
-export const PARTS = ['writer', 'cdc', 'relay', 'raw', 'router', 'watchdog'] as const;
+export const PARTS = ['idle', 'writer', 'cdc', 'relay', 'raw', 'router', 'watchdog'] as const;
 export type Part = (typeof PARTS)[number];
 
 export interface BenchOptions {
@@ -28,8 +28,10 @@ export interface BenchOptions {
   writerMode: WriterMode;
   /** Connections of the writer child (events in flight at most). */
   writerConnections: number;
-  /** The handler form the pipelines' router runs. */
-  handler: HandlerKind;
+  /** The handler forms the pipelines' router runs, each a curve of its own, in this order. */
+  handlers: HandlerKind[];
+  /** Length of the idle window of each pipeline, s. */
+  idleSeconds: number;
   /** The CDC part's connector with connector.exactlyOnce (KIP-618); the Connect worker needs exactly.once.source.support=enabled. */
   exactlyOnce?: boolean;
   only: Part[];
@@ -39,6 +41,25 @@ export interface BenchOptions {
   tty?: boolean;
   /** Events pre-filled for the router vs raw consume comparison. */
   routerEvents: number;
+}
+
+export interface IdleMeasurement {
+  /** CPU per process group over the idle window, % of one core. */
+  load: Load;
+  /** The sum over the pipeline's groups (everything but other processes on the machine), % of one core. */
+  pipelinePct: number;
+}
+
+export interface IdleResults {
+  seconds: number;
+  cdc?: IdleMeasurement;
+  relay?: IdleMeasurement;
+}
+
+export interface RelaySettings {
+  workers: number;
+  batchSize: number;
+  pollIntervalMs: number;
 }
 
 export interface WriterResults {
@@ -55,8 +76,14 @@ export interface BenchResults {
   machine: { cpus: number; node: string; when: string; loadavgStart: number[]; loadavgEnd?: number[] };
   options: Omit<BenchOptions, 'log' | 'tty' | 'output'> & { partitions: number };
   writer?: WriterResults;
+  /** The pipeline's cost with nothing to do, per process. */
+  idle?: IdleResults;
+  /** The curves with per-event handlers (the form users write first). */
   cdc?: PipelineRun;
-  relay?: PipelineRun & { settings: { workers: number; batchSize: number; pollIntervalMs: number } };
+  relay?: PipelineRun & { settings: RelaySettings };
+  /** The same curves with the batch handler form. */
+  cdcBatch?: PipelineRun;
+  relayBatch?: PipelineRun & { settings: RelaySettings };
   raw?: RawKafkaRun & { load: Load };
   router?: RouterThroughputRun;
   watchdog?: WatchdogMeasurement & { load: Load };

@@ -1,8 +1,9 @@
-import { pipelineCpuPerEvent } from './load';
+import { NOT_PIPELINE, pipelineCpuPerEvent } from './load';
+import { round } from './stats';
 import type { PipelineRun, StepRun } from './pipeline';
 import type { RouterThroughputRun } from './router-throughput';
 import type { BenchResults } from './types';
-import { cpuNote, LATENCY_TARGETS, SUSTAINED_P99_MS, TARGETS, verdict, type Verdict } from './targets';
+import { cpuNote, LABELS, LATENCY_TARGETS, SUSTAINED_P99_MS, TARGETS, verdict, type Verdict } from './targets';
 import type { EventLoopDelay } from './writer-protocol';
 
 /** Every figure of a run beside its target (or none), with a `why` for each one missed. Pure. */
@@ -22,12 +23,9 @@ export function buildVerdicts(results: BenchResults): Verdict[] {
     out.push(verdict({ id: 'writer.ratioDeleteAfterInsert', part: 'writer overhead', what: 'same, insert-then-delete (CDC only)', value: w.ratioDeleteAfterInsert, unit: 'x' }));
     if (out[out.length - 2]?.pass === false) (out[out.length - 2] as Verdict).why = `one statement still carries the extra row's encoding and WAL; ${cpuNote(w.load, 'writers')}`;
   }
-  for (const [key, run, label] of [
-    ['cdc', results.cdc, 'CDC (Debezium)'],
-    ['relay', results.relay, 'polling relay'],
-  ] as const) {
-    if (run) out.push(...pipelineVerdicts(key, label, run));
-  }
+  out.push(...idleVerdicts(results));
+  for (const [key, run, label] of pipelineRuns(results)) out.push(...pipelineVerdicts(key, label, run));
+  out.push(...handlerFormVerdicts(results));
   if (results.raw) out.push(verdict({ id: 'raw.eventsPerSecond', part: 'raw Kafka', what: 'kafkajs produce (acks=all) -> consume, same records', value: results.raw.eventsPerSecond, unit: 'events/s' }));
   if (results.router) out.push(...routerVerdicts(results.router));
   const wd = results.watchdog;
@@ -79,11 +77,70 @@ function routerVerdicts(r: RouterThroughputRun): Verdict[] {
 
 const fmtLoop = (l: EventLoopDelay | undefined) => (l ? `${l.p99}` : 'n/a');
 
-function pipelineVerdicts(key: 'cdc' | 'relay', label: string, run: PipelineRun): Verdict[] {
+/** Every curve measured, with its verdict key (`cdc`, `cdc.batch`, `relay`, `relay.batch`) and label. Pure. */
+export function pipelineRuns(results: BenchResults): Array<[string, PipelineRun, string]> {
+  const runs: Array<[string, PipelineRun | undefined, string]> = [
+    ['cdc', results.cdc, 'CDC (Debezium), per-event handler'],
+    ['cdc.batch', results.cdcBatch, 'CDC (Debezium), batch handler'],
+    ['relay', results.relay, 'polling relay, per-event handler'],
+    ['relay.batch', results.relayBatch, 'polling relay, batch handler'],
+  ];
+  return runs.filter((r): r is [string, PipelineRun, string] => r[1] !== undefined);
+}
+
+/** The pipeline's CPU at 0 and at 200 events/s (% of one core) against the idle-cost targets. */
+function idleVerdicts(results: BenchResults): Verdict[] {
+  const out: Verdict[] = [];
+  for (const pipeline of ['cdc', 'relay'] as const) {
+    const idle = results.idle?.[pipeline];
+    if (idle) {
+      const v = verdict({ id: `${pipeline}.idleCpu`, part: 'idle cost', what: `${pipeline === 'cdc' ? 'CDC' : 'relay'} pipeline at 0 events/s (stack, router, watchdog${pipeline === 'relay' ? ', relay' : ''}), % of one core`, value: idle.pipelinePct, unit: '%', target: TARGETS.idleCpuPct });
+      if (v.pass === false) v.why = `by process over ${idle.load.seconds} s: ${byProcess(idle.load.cpuPct)}`;
+      out.push(v);
+    }
+    const run = pipeline === 'cdc' ? results.cdc : results.relay;
+    const at200 = run?.steps.find((s) => s.rate === 200);
+    if (at200) {
+      const pct = pipelinePct(at200.load.cpuPct);
+      const v = verdict({ id: `${pipeline}.cpu200Pct`, part: 'idle cost', what: `${pipeline === 'cdc' ? 'CDC' : 'relay'} pipeline at 200 events/s, per-event handler (writer included), % of one core`, value: pct, unit: '%', target: TARGETS.cpuAt200Pct });
+      if (v.pass === false) v.why = `by process: ${byProcess(at200.load.cpuPct)}`;
+      out.push(v);
+    }
+  }
+  return out;
+}
+
+/** The per-event form against the batch form of the same pipeline: sustained rate within 20 %. */
+function handlerFormVerdicts(results: BenchResults): Verdict[] {
+  const out: Verdict[] = [];
+  for (const [key, perEvent, batch] of [['cdc', results.cdc, results.cdcBatch], ['relay', results.relay, results.relayBatch]] as const) {
+    if (!perEvent?.sustainedMax) continue;
+    out.push(verdict({ id: `${key}.perEvent.sustained`, part: 'per-event handlers', what: `${key === 'cdc' ? 'CDC' : 'relay'}: sustained maximum with per-event handlers`, value: perEvent.sustainedMax.rate, unit: 'events/s', target: TARGETS.perEventSustained }));
+    if (!batch?.sustainedMax) continue;
+    const ratio = round(perEvent.sustainedMax.rate / batch.sustainedMax.rate, 2);
+    const v = verdict({ id: `${key}.perEvent.ratio`, part: 'per-event handlers', what: `${key === 'cdc' ? 'CDC' : 'relay'}: sustained per-event / batch (${perEvent.sustainedMax.rate} / ${batch.sustainedMax.rate})`, value: ratio, unit: 'x', target: TARGETS.perEventRatio });
+    out.push(v);
+  }
+  return out;
+}
+
+function pipelinePct(cpuPct: Record<string, number>): number {
+  return round(Object.entries(cpuPct).reduce((sum, [group, pct]) => sum + (NOT_PIPELINE.has(group) || group === 'benchNode' ? 0 : pct), 0));
+}
+
+function byProcess(cpuPct: Record<string, number>): string {
+  return Object.entries(cpuPct)
+    .filter(([group, pct]) => !NOT_PIPELINE.has(group) && group !== 'benchNode' && pct >= 0.1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([group, pct]) => `${LABELS[group] ?? group} ${pct}%`)
+    .join(', ');
+}
+
+function pipelineVerdicts(key: string, label: string, run: PipelineRun): Verdict[] {
   const out: Verdict[] = [];
   const part = `${label} end to end`;
   const byRate = new Map(run.steps.map((s) => [s.rate, s]));
-  const targets = LATENCY_TARGETS.filter((t) => t.pipeline === key);
+  const targets = LATENCY_TARGETS.filter((t) => t.pipeline === run.pipeline && (t.handler === undefined || t.handler === run.handler));
   const rates = [...new Set([...run.steps.map((s) => s.rate), ...targets.map((t) => t.rate)])].sort((a, b) => a - b);
   for (const rate of rates) {
     const s = byRate.get(rate);
@@ -106,18 +163,18 @@ function pipelineVerdicts(key: 'cdc' | 'relay', label: string, run: PipelineRun)
     unit: 'events/s',
     target: TARGETS.throughput,
   });
-  if (t.pass === false) t.why = sustainedWhy(key, run);
+  if (t.pass === false) t.why = sustainedWhy(run);
   out.push(t);
   const held = byRate.get(TARGETS.throughput.value);
   if (held) {
     const v = verdict({ id: `${key}.sustained.p99`, part, what: `@${held.rate}/s: backlog flat and p99 ≤ ${SUSTAINED_P99_MS} ms`, value: flat && max && max.rate >= held.rate ? 1 : 0, unit: `(p99 ${held.commitToHandledMs.p99} ms, backlog ${held.backlogMid} -> ${held.backlogEnd})`, target: { comparator: '>=', value: 1, text: 'yes' } });
-    if (v.pass === false) v.why = sustainedWhy(key, run);
+    if (v.pass === false) v.why = sustainedWhy(run);
     out.push(v);
   }
   return out;
 }
 
-function stepVerdicts(key: 'cdc' | 'relay', part: string, s: StepRun, t: (typeof LATENCY_TARGETS)[number] | undefined): Verdict[] {
+function stepVerdicts(key: string, part: string, s: StepRun, t: (typeof LATENCY_TARGETS)[number] | undefined): Verdict[] {
   const out: Verdict[] = [];
   const r = s.rate;
   const unreached = s.reached ? '' : ` (writer reached only ${s.reachedPerSec}/s: not reported)`;
@@ -129,7 +186,7 @@ function stepVerdicts(key: 'cdc' | 'relay', part: string, s: StepRun, t: (typeof
   out.push(verdict({ id: `${key}.latency${r}.split`, part, what: `@${r}/s p99 split: commit -> Kafka (broker time) | Kafka -> handled`, value: s.commitToKafkaMs.p99, unit: `ms | ${s.kafkaToHandledMs.p99} ms` }));
   out.push(verdict({ id: `${key}.latency${r}.handled`, part, what: `@${r}/s reached rate; handled of committed; backlog mid -> end`, value: s.reachedPerSec, unit: `/s; ${s.handled} of ${s.committed}; ${s.backlogMid} -> ${s.backlogEnd}${s.keptUp ? '' : ' (past the knee)'}` }));
   const loops = s.eventLoopMs;
-  out.push(verdict({ id: `${key}.latency${r}.eventLoop`, part, what: `@${r}/s event-loop delay p99, router | writer${key === 'relay' ? ' | relay' : ''}`, value: loops.router?.p99 ?? Number.NaN, unit: `ms | ${fmtLoop(loops.writer)}${key === 'relay' ? ` | ${fmtLoop(loops.relay)}` : ''} ms` }));
+  out.push(verdict({ id: `${key}.latency${r}.eventLoop`, part, what: `@${r}/s event-loop delay p99, router | writer${key.startsWith('relay') ? ' | relay' : ''}`, value: loops.router?.p99 ?? Number.NaN, unit: `ms | ${fmtLoop(loops.writer)}${key.startsWith('relay') ? ` | ${fmtLoop(loops.relay)}` : ''} ms` }));
   out.push(verdict({ id: `${key}.cpu${r}`, part, what: `@${r}/s CPU per event handled, the pipeline's processes (by process: the CPU table)`, value: pipelineCpuPerEvent(s.cpuUsPerEvent), unit: 'µs' }));
   return out;
 }
@@ -150,7 +207,8 @@ function stepState(s: StepRun): string {
   return bits.join(', ');
 }
 
-function sustainedWhy(key: 'cdc' | 'relay', run: PipelineRun): string {
+function sustainedWhy(run: PipelineRun): string {
+  const key = run.pipeline;
   const failed = run.steps.filter((s) => !s.keptUp).sort((a, b) => a.rate - b.rate)[0];
   if (!failed) return `every rate measured kept up; the search stopped at ${Math.max(0, ...run.steps.map((s) => s.rate))}/s (--rates / --probes)`;
   const where = Number.isFinite(failed.commitToKafkaMs.p99)
@@ -159,8 +217,8 @@ function sustainedWhy(key: 'cdc' | 'relay', run: PipelineRun): string {
   return `first rate past the knee: ${failed.rate}/s (${stepState(failed)})${where}; ${cpuNote(failed.load, 'measuring only', failed.cpuUsPerEvent)}`;
 }
 
-function latencyWhy(key: 'cdc' | 'relay', s: StepRun, p: 'p50' | 'p99'): string {
-  const source = key === 'cdc' ? 'Debezium poll + Connect producer' : 'relay poll interval + claim transaction';
+function latencyWhy(key: string, s: StepRun, p: 'p50' | 'p99'): string {
+  const source = key.startsWith('cdc') ? 'Debezium poll + Connect producer' : 'relay poll interval + claim transaction';
   const parts = [
     `${p} ${s.commitToHandledMs[p]} ms splits into commit -> Kafka ${s.commitToKafkaMs[p]} ms (${source}) and Kafka -> handled ${s.kafkaToHandledMs[p]} ms (router fetch + inbox transaction)`,
   ];

@@ -25,7 +25,7 @@ describe('outbox bench: argument checks (before anything runs)', () => {
   });
 
   it('--quick shortens every length that was not given explicitly', () => {
-    const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handler: 'per-event' as const, writerSeconds: 9, concurrency: 8, routerEvents: 20000, exactlyOnce: false, output: 'x' };
+    const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handlers: ['per-event' as const], idleSeconds: 30, writerSeconds: 9, concurrency: 8, routerEvents: 20000, exactlyOnce: false, output: 'x' };
     const quick = benchSettings(flags, (key) => key !== 'seconds');
     expect(quick).toMatchObject({ seconds: 15, warmupSeconds: QUICK.warmupSeconds, rates: [...QUICK.rates], probes: 0, routerEvents: QUICK.routerEvents });
     expect(benchSettings({ ...flags, quick: false }, () => true)).toMatchObject({ seconds: 15, rates: [100, 200] });
@@ -34,6 +34,6 @@ describe('outbox bench: argument checks (before anything runs)', () => {
 
   it('--help names every flag', () => {
     const help = benchCommand().helpInformation();
-    for (const flag of ['--only', '--quick', '--seconds', '--warmup-seconds', '--rates', '--probes', '--writer-mode', '--writer-connections', '--handler', '--writer-seconds', '--concurrency', '--router-events', '--output']) expect(help).toContain(flag);
+    for (const flag of ['--only', '--quick', '--seconds', '--warmup-seconds', '--rates', '--probes', '--writer-mode', '--writer-connections', '--handlers', '--idle-seconds', '--writer-seconds', '--concurrency', '--router-events', '--output']) expect(help).toContain(flag);
   });
 });

@@ -3,7 +3,7 @@ import { Accumulator, classifyProcess, cpuBetween, parseMachineStat, parseProcSt
 describe('/proc parsing', () => {
   it('reads utime + stime after a comm with spaces and parentheses', () => {
     const line = '1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 1000000 500 18446744073709551615';
-    expect(parseProcStat(line)).toEqual({ comm: 'my (odd) proc', ticks: 300 });
+    expect(parseProcStat(line)).toEqual({ comm: 'my (odd) proc', ticks: 300, ppid: 1 });
   });
 
   it('rejects a malformed line', () => {
@@ -49,5 +49,18 @@ describe('CPU between samples', () => {
     acc.add(sample(1000, 0, 0, [[1, 'routerChild', 80]]));
     acc.add(sample(2000, 0, 0, []));
     expect(acc.result().cpuPct).toEqual({ routerChild: 40 });
+  });
+});
+
+describe('classifyProcess with the measured stack scope', () => {
+  const scope = { javaPids: new Set([10, 11]), postmaster: 20 };
+  it('counts only the stack\'s own JVMs and its postmaster with its children', () => {
+    expect(classifyProcess('java', '/usr/bin/java -cp x kafka.Kafka server.properties', 10, 99, new Map(), scope)).toBe('kafka');
+    // a broker of another profile on the same machine is not the pipeline
+    expect(classifyProcess('java', '/usr/bin/java -cp x kafka.Kafka server.properties', 12, 99, new Map(), scope)).toBe('other');
+    expect(classifyProcess('postgres', 'postgres -D data', 20, 99, new Map(), scope, 1)).toBe('postgres');
+    expect(classifyProcess('postgres', 'postgres: walsender', 21, 99, new Map(), scope, 20)).toBe('postgres');
+    // the system's PostgreSQL
+    expect(classifyProcess('postgres', 'postgres: checkpointer', 30, 99, new Map(), scope, 29)).toBe('other');
   });
 });

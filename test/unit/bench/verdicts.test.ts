@@ -44,7 +44,7 @@ const pipeline = (steps: StepRun[], max?: number): PipelineRun => ({
 function results(overrides: Partial<BenchResults> = {}): BenchResults {
   return {
     machine: { cpus: 2, node: 'v20', when: '2026-01-01T00:00:00Z', loadavgStart: [1, 1, 1] },
-    options: { seconds: 15, warmupSeconds: 20, rates: [200, 1000], probes: 2, writerSeconds: 9, concurrency: 8, writerMode: 'sql', writerConnections: 16, handler: 'per-event', routerEvents: 20000, only: ['cdc'], partitions: 4 },
+    options: { seconds: 15, warmupSeconds: 20, rates: [200, 1000], probes: 2, writerSeconds: 9, concurrency: 8, writerMode: 'sql', writerConnections: 16, handlers: ['per-event'], idleSeconds: 30, routerEvents: 20000, only: ['cdc'], partitions: 4 },
     errors: {},
     verdicts: [],
     missed: [],
