@@ -95,12 +95,12 @@ async function consumeBatch(rt: RouterRuntime, payload: EachBatchPayload, heartb
   }
 }
 
-/** The batch's parked keys, retried (the database may be away) until loaded or the batch is given up. */
+/** The batch's parked keys (none read while the hints know there are none), retried (the database may be away) until loaded or the batch is given up. */
 function loadParkedKeys(rt: RouterRuntime, { batch }: EachBatchPayload, waits: AbortSignal, stopped: () => boolean) {
   const deps = rt.deps as RouterDeps;
   const table = qualified(rt.options.config.outbox.schema, parkedTableName(rt.options.config.outbox.inboxTable));
   const keys = batch.messages.map((m) => (m.key ? m.key.toString('utf8') : ''));
-  return retryUntil(() => ParkedKeys.load(deps.pool, table, rt.settings.consumer, rt.aggregateTypeOf(batch.topic), keys), {
+  return retryUntil(() => ParkedKeys.load(deps.pool, table, rt.settings.consumer, rt.aggregateTypeOf(batch.topic), keys, rt.parkedHints), {
     signal: waits,
     backoff: rt.settings.infrastructureBackoff,
     random: rt.options.random,

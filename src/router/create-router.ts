@@ -7,6 +7,7 @@ import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
 import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
 import { runHousekeeping } from './housekeeping';
+import { ParkedHints } from './parked';
 import { createPruneGuard } from './prune-guard';
 import { routerDeps } from './router-deps';
 import { ROUTER_EVENT_LEVELS } from './router-events';
@@ -73,6 +74,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     consuming: false,
     batchesInHand: 0,
     subscribed: new Set(),
+    parkedHints: new ParkedHints(),
   };
   const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed, schemasDir: settings.schemasDir, readerSchemas: options.readerSchemas });
   const dlqs = createDlqTopics(rt);

@@ -27,6 +27,17 @@ export class HandlerFailed extends Error {
 /** At COMMIT, integrity (23…) and serialization (40…) errors come from the handler's writes. */
 const handlerCommitClasses = ['23', '40'];
 
+/**
+ * An error of COMMIT: the handler's (its writes broke a deferred constraint, could not be serialized, or
+ * a deferred trigger of its tables raised something, which carries the trigger's context in `where`),
+ * or the database's (the connection, the server going away, a full disk), which is waited out.
+ */
+function commitFailure(error: unknown): HandlerFailed | InboxUnavailable {
+  const code = pgCode(error);
+  const fromHandler = (code !== undefined && handlerCommitClasses.includes(code.slice(0, 2))) || Boolean((error as { where?: string }).where);
+  return fromHandler ? new HandlerFailed(error) : new InboxUnavailable(error);
+}
+
 /** One event to apply: its inbox key. */
 export interface InboxItem {
   id: string;
@@ -38,9 +49,11 @@ export interface HandlerCall<T extends InboxItem> {
   run(tx: PoolClient): Promise<void>;
 }
 
-/** The parked-key check folded into the transaction's closing check: a SQL expression over $1…$n and its values. */
+/** The parked-key check folded into the transaction's closing check. */
 export interface ClosingGuard {
-  /** An expression yielding text[] of the keys parked since the batch loaded ($1… are `values`). */
+  /** A boolean expression with its values as literals: true when a key was parked since the batch loaded. */
+  literal: string;
+  /** An expression yielding text[] of those keys ($1… are `values`), read when the check failed. */
   sql: string;
   values: readonly unknown[];
   /** Thrown (as InboxUnavailable's cause) when it yields keys. */
@@ -139,31 +152,41 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
       await client.query('ROLLBACK').catch(() => {});
       return results;
     }
-    // A handler that ran COMMIT and then BEGIN leaves a transaction open, but not ours: compare ids.
-    if (txid !== undefined && transactionStatus(client) !== 'E') {
-      let check: { txid: string | null; parked: string[] | null };
-      try {
-        check = (await client.query<{ txid: string | null; parked: string[] | null }>(closingCheck(options.guard))).rows[0] ?? { txid: null, parked: null };
-      } catch (error) {
-        throw new InboxUnavailable(error);
-      }
-      if (check.txid !== txid) {
-        // Which handler did it is unknown in a chunk: every new event of it is failed (loudly), none re-run.
-        const suspects = items.length === 1 ? items : freshItems;
-        await endedTransaction(client, inboxTable, consumer, ended, suspects, suspects, applied);
-      }
-      if (options.guard && check.parked && check.parked.length > 0) {
-        stale = true;
-        throw new InboxUnavailable(options.guard.stale(check.parked));
-      }
-    }
     let committed: { command: string };
-    uncommitted = new Set();
-    try {
-      committed = await client.query('COMMIT');
-    } catch (error) {
-      const code = pgCode(error);
-      throw code && handlerCommitClasses.includes(code.slice(0, 2)) ? new HandlerFailed(error) : new InboxUnavailable(error);
+    if (txid !== undefined && transactionStatus(client) !== 'E') {
+      // The closing check and COMMIT in ONE simple query (one round trip): the check fails the
+      // transaction when it is not ours any more or a key was parked since the load, and the server then
+      // skips the COMMIT behind it.
+      let closing: QueryResult[];
+      try {
+        closing = (await client.query(closingStatement(txid, options.guard))) as unknown as QueryResult[];
+      } catch (error) {
+        const code = checkFailure(error);
+        if (code === CHECK_NOT_OURS) {
+          // A handler ran COMMIT or ROLLBACK and then BEGIN: the open transaction is not ours. Which handler
+          // did it is unknown in a chunk: every new event of it is failed (loudly), none re-run.
+          const suspects = items.length === 1 ? items : freshItems;
+          await endedTransaction(client, inboxTable, consumer, ended, suspects, suspects, applied);
+        }
+        if (code === CHECK_PARKED && options.guard) {
+          stale = true;
+          await client.query('ROLLBACK').catch(() => {});
+          const parked = await parkedNow(client, options.guard).catch((): string[] => []);
+          throw new InboxUnavailable(options.guard.stale(parked));
+        }
+        // The COMMIT itself failed (or the connection did, maybe after it): nothing is known to be ours.
+        uncommitted = new Set();
+        throw commitFailure(error);
+      }
+      uncommitted = new Set();
+      committed = closing[closing.length - 1] as QueryResult;
+    } else {
+      uncommitted = new Set();
+      try {
+        committed = await client.query('COMMIT');
+      } catch (error) {
+        throw commitFailure(error);
+      }
     }
     // COMMIT of a transaction the handler let fail (it caught an SQL error) silently rolls back.
     if (committed.command === 'ROLLBACK') {
@@ -198,10 +221,39 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
   }
 }
 
-/** The closing check's statement: the transaction id now, and the guard's keys (NULL without a guard). */
-function closingCheck(guard: ClosingGuard | undefined): { name: string; text: string; values: unknown[] } {
-  const text = `SELECT txid_current_if_assigned()::text AS txid, ${guard ? guard.sql : 'NULL::text[]'} AS parked`;
-  return { name: statementName(text), text, values: guard ? [...guard.values] : [] };
+/** SQLSTATEs the closing check raises on purpose (see closingStatement): division_by_zero, invalid_text_representation. */
+const CHECK_NOT_OURS = '22012';
+const CHECK_PARKED = '22P02';
+
+/**
+ * The closing check and COMMIT as one simple query (parameters cannot go in one, so the txid and the
+ * guard's values are literals). The check fails the transaction, and the server skips the COMMIT:
+ * - 22012 when the transaction is not the one that inserted the inbox rows (a handler ran COMMIT or
+ *   ROLLBACK, then BEGIN); an ended transaction without a new one fails the same way (no txid);
+ * - 22P02 when a key of the guard was parked since the batch loaded.
+ * The failing expressions are not constants, so the planner cannot fold them into an error of its own;
+ * the first column is evaluated first.
+ */
+export function closingStatement(txid: string, guard: ClosingGuard | undefined): string {
+  if (!/^\d+$/.test(txid)) throw new Error(`closingStatement: not a transaction id: ${JSON.stringify(txid)}`);
+  const parked = guard ? `, (CASE WHEN ${guard.literal} THEN 'parked' ELSE '0' END)::int AS fresh` : '';
+  return `SELECT 1 / (txid_current_if_assigned() IS NOT DISTINCT FROM ${txid}::bigint)::int AS ours${parked}; COMMIT`;
+}
+
+/**
+ * The closing check's own failure, or undefined for any other error. An error a COMMIT raises (a deferred
+ * trigger of the handler's tables) carries the trigger's context in `where`; the check's never does.
+ */
+function checkFailure(error: unknown): string | undefined {
+  const code = pgCode(error);
+  if (code !== CHECK_NOT_OURS && code !== CHECK_PARKED) return undefined;
+  return (error as { where?: string }).where ? undefined : code;
+}
+
+/** The guard's keys that are parked now (after the closing check found one): for the stale error. */
+async function parkedNow(client: PoolClient, guard: ClosingGuard): Promise<string[]> {
+  const { rows } = await client.query<{ parked: string[] | null }>({ name: statementName(`SELECT ${guard.sql} AS parked`), text: `SELECT ${guard.sql} AS parked`, values: [...guard.values] });
+  return rows[0]?.parked ?? [];
 }
 
 const statementNames = new Map<string, string>();

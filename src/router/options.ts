@@ -119,6 +119,14 @@ export function resolveSettings(options: RouterOptions): Readonly<ResolvedSettin
   if (problems.length > 0) {
     throw new OutboxError('HANDLERS_INVALID', `createRouter needs handlers: ${HANDLERS_SHAPE}; ${problems.join(', ')}.`, { details: { problems } });
   }
+  if (s.maxWaitTimeInMs * 3 > s.sessionTimeoutMs) {
+    // kafkajs heartbeats between fetches: an idle fetch that waits this long delays the heartbeat as much.
+    throw new OutboxError(
+      'FLAG_INVALID',
+      `router.maxWaitTimeInMs (${s.maxWaitTimeInMs}) must be at most a third of router.sessionTimeoutMs (${s.sessionTimeoutMs}): an idle fetch holds the heartbeat back that long, ` +
+        'and the group would count the router dead. Lower maxWaitTimeInMs or raise sessionTimeoutMs.',
+    );
+  }
   const consumer = consumerName(options.config, s.consumer);
   const groupId = s.groupId ?? consumer;
   if (groupId !== consumer && !s.allowGroupIdMismatch) {

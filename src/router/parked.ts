@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from 'pg';
+import { escapeLiteral, type Pool, type PoolClient } from 'pg';
 import { OutboxError } from '../errors';
 import { statementName, type ClosingGuard } from './inbox-transaction';
 
@@ -9,6 +9,15 @@ import { statementName, type ClosingGuard } from './inbox-transaction';
  */
 function parkable(key: string): boolean {
   return key !== '' && !key.includes('\0');
+}
+
+/**
+ * A text[] as one SQL literal (for a simple query, which takes no parameters): each element quoted in the
+ * array syntax (backslash and double quote escaped), the whole escaped as a string literal. Keys never hold
+ * NUL (see parkable).
+ */
+export function textArrayLiteral(values: readonly string[]): string {
+  return escapeLiteral(`{${values.map((v) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`);
 }
 
 /** A key's earliest parked event: the one a replay must apply before anything else of the key. */
@@ -48,11 +57,17 @@ export class ParkedKeys {
     private readonly consumer: string,
     private readonly aggregateType: string,
     private readonly heads: Map<string, Head>,
+    private readonly hints?: ParkedHints,
   ) {}
 
-  static async load(pool: Pool, table: string, consumer: string, aggregateType: string, keys: readonly string[]): Promise<ParkedKeys> {
-    const parked = new ParkedKeys(pool, table, consumer, aggregateType, new Map());
-    await parked.reload(keys);
+  /**
+   * The heads of these keys. With `hints` that know the aggregate type has no parked row at all (the
+   * common case), nothing is read: every key flows, and the closing guard of each inbox transaction still
+   * finds a key parked since (by another router), so the record is decided again on its real head.
+   */
+  static async load(pool: Pool, table: string, consumer: string, aggregateType: string, keys: readonly string[], hints?: ParkedHints): Promise<ParkedKeys> {
+    const parked = new ParkedKeys(pool, table, consumer, aggregateType, new Map(), hints);
+    if (!hints?.knownEmpty(aggregateType)) await parked.reload(keys);
     return parked;
   }
 
@@ -64,14 +79,18 @@ export class ParkedKeys {
     );
   }
 
-  /** (Re)reads the heads of these keys; keys without rows flow. */
+  /**
+   * (Re)reads the heads of these keys; keys without rows flow. The same statement says whether the
+   * aggregate type has any parked row at all (a row of NULLs when it has), for the hints.
+   */
   async reload(keys: readonly string[]): Promise<void> {
     const distinct = [...new Set(keys.filter(parkable))];
     if (distinct.length === 0) return;
-    const text = ParkedKeys.headsQuery(this.table);
-    const { rows } = await this.pool.query<{ aggregate_id: string; event_id: string; seq: string }>({ name: statementName(text), text, values: [this.consumer, this.aggregateType, distinct] });
+    const text = `${ParkedKeys.headsQuery(this.table)} UNION ALL SELECT NULL, NULL, NULL WHERE EXISTS (SELECT FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2)`;
+    const { rows } = await this.pool.query<{ aggregate_id: string | null; event_id: string; seq: string }>({ name: statementName(text), text, values: [this.consumer, this.aggregateType, distinct] });
     for (const key of distinct) this.heads.delete(key);
-    for (const row of rows) this.heads.set(row.aggregate_id, { eventId: row.event_id, seq: row.seq });
+    for (const row of rows) if (row.aggregate_id !== null) this.heads.set(row.aggregate_id, { eventId: row.event_id, seq: row.seq });
+    this.hints?.set(this.aggregateType, rows.length === 0);
   }
 
   /** The key's earliest dead-lettered event, or undefined when the key flows. */
@@ -86,6 +105,7 @@ export class ParkedKeys {
       `INSERT INTO ${this.table} (consumer, aggregate_type, aggregate_id, event_id, error_code) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
       [this.consumer, this.aggregateType, key, eventId, errorCode],
     );
+    this.hints?.set(this.aggregateType, false);
     // A parked key's head does not change when an event joins its tail; a new one needs its head read
     // (it may have had rows this batch did not know about).
     if (!this.heads.has(key)) await this.reload([key]);
@@ -101,6 +121,7 @@ export class ParkedKeys {
     const distinct = [...new Set(keys.filter(parkable))];
     if (distinct.length === 0) return undefined;
     return {
+      literal: `EXISTS (SELECT FROM ${this.table} WHERE consumer = ${escapeLiteral(this.consumer)} AND aggregate_type = ${escapeLiteral(this.aggregateType)} AND aggregate_id = ANY (${textArrayLiteral(distinct)}::text[]))`,
       sql: `ARRAY(SELECT DISTINCT aggregate_id FROM ${this.table} WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = ANY($3::text[]))`,
       values: [this.consumer, this.aggregateType, distinct],
       stale: (parked) => new ParkedKeysStale(parked),
@@ -126,6 +147,25 @@ export class ParkedKeys {
   released(key: string, next: Head | undefined): void {
     if (next) this.heads.set(key, next);
     else this.heads.delete(key);
+  }
+}
+
+/**
+ * What one router process knows about its parked table, per aggregate type: that it has no row at all.
+ * Learnt from a load that found none; forgotten when this process parks a key of the type, or a load
+ * (the reload after a closing guard found a key parked by another router) finds one. It only saves the
+ * load: every inbox transaction's closing guard checks its keys whatever the hint says.
+ */
+export class ParkedHints {
+  private readonly empty = new Set<string>();
+
+  knownEmpty(aggregateType: string): boolean {
+    return this.empty.has(aggregateType);
+  }
+
+  set(aggregateType: string, empty: boolean): void {
+    if (empty) this.empty.add(aggregateType);
+    else this.empty.delete(aggregateType);
   }
 }
 

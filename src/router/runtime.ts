@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import type { Logger } from '../log';
 import type { Emitter } from '../service';
 import type { ResolvedSettings, RouterOptions } from './options';
+import type { ParkedHints } from './parked';
 import type { RouterDeps } from './record-context';
 import type { RouterEventName, RouterStats } from './types';
 
@@ -45,6 +46,8 @@ export interface RouterRuntime {
   batchesInHand: number;
   /** The routed topics subscribed now. */
   subscribed: Set<string>;
+  /** Aggregate types known to have no parked key: their batches skip the parked-keys load. */
+  readonly parkedHints: ParkedHints;
 }
 
 /** Resolved offsets are committed at most this often while records flow (a crash redelivers at most this much). */

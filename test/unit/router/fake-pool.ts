@@ -13,8 +13,8 @@ export function textOf(query: string | { text: string }): string {
 
 /**
  * A stand-in for the router's pool in unit tests: an in-memory inbox answering the router's own
- * statements (`BEGIN; INSERT … RETURNING message_id, txid` as one simple query, the closing check,
- * COMMIT, ROLLBACK) the way PostgreSQL would. Only for pure logic; the integration tests use the real
+ * statements (`BEGIN; INSERT … RETURNING message_id, txid` as one simple query, the closing check with
+ * COMMIT as another, ROLLBACK) the way PostgreSQL would. Only for pure logic; the integration tests use the real
  * database. Remembers inbox ids that committed; fails the inbox INSERT `failInsert` times;
  * `commitCommand` fakes a COMMIT that rolled back. `log` has one entry per round trip (its first word;
  * `pool:` + it for one outside a transaction).
@@ -38,8 +38,12 @@ export function fakePool(opts: { failInsert?: number; commitCommand?: string } =
             return [{ command: 'BEGIN', rows: [] }, { command: 'INSERT', rowCount: fresh.length, rows: fresh.map((id) => ({ message_id: id, txid: '1' })) }];
           }
           if (verb === 'INSERT') throw new Error(`unexpected statement: ${sql} ${JSON.stringify(params)}`);
-          // The router's check that the transaction is still the one it opened.
-          if (sql.startsWith('SELECT txid_current_if_assigned()')) return { command: 'SELECT', rows: [{ txid: '1', parked: null }] };
+          // The router's closing check (the transaction is still the one it opened, no key parked since) with COMMIT behind it.
+          if (sql.startsWith('SELECT 1 / (txid_current_if_assigned()') && sql.endsWith('; COMMIT')) {
+            if (opts.commitCommand === 'ROLLBACK') return [{ command: 'SELECT', rows: [{ ours: 1 }] }, { command: 'ROLLBACK' }];
+            for (const id of pending) inbox.add(id);
+            return [{ command: 'SELECT', rows: [{ ours: 1 }] }, { command: 'COMMIT' }];
+          }
           if (verb === 'COMMIT') {
             if (opts.commitCommand === 'ROLLBACK') return { command: 'ROLLBACK' };
             for (const id of pending) inbox.add(id);

@@ -15,7 +15,7 @@ function codeOf(fn: () => unknown): string | undefined {
 }
 
 describe('resolveSettings', () => {
-  it('fills defaults: group = consumer, a connection per partition lane plus two, low fetch wait', () => {
+  it('fills defaults: group = consumer, a connection per partition lane plus two, an idle fetch of a second', () => {
     expect(resolveSettings({ config, handlers })).toEqual({
       consumer: 'outbox-router',
       groupId: 'outbox-router',
@@ -24,7 +24,7 @@ describe('resolveSettings', () => {
       backoff: { initialDelayMs: 200, maxDelayMs: 30_000 },
       infrastructureBackoff: { initialDelayMs: 500, maxDelayMs: 30_000 },
       partitionsConsumedConcurrently: 4,
-      maxWaitTimeInMs: 50,
+      maxWaitTimeInMs: 1_000,
       sessionTimeoutMs: 10_000,
       fromBeginning: true,
       poolSize: 6,
@@ -117,5 +117,10 @@ describe('router settings from the configuration (config.router, OUTBOX_ROUTER_*
   it('the one default of maxTransactionRecords is the schema\'s (500)', () => {
     expect(loadConfig({ env: {} }).router.maxTransactionRecords).toBe(500);
     expect(resolveSettings({ config, handlers }).maxTransactionRecords).toBe(500);
+  });
+
+  it('refuses an idle fetch wait longer than a third of the session timeout, naming both settings', () => {
+    const wrong = loadConfig({ env: {}, overrides: { router: { maxWaitTimeInMs: 5_000, sessionTimeoutMs: 10_000 } } });
+    expect(() => resolveSettings({ config: wrong, handlers })).toThrow(/router\.maxWaitTimeInMs \(5000\) must be at most a third of router\.sessionTimeoutMs \(10000\)/);
   });
 });
