@@ -1,5 +1,5 @@
 import Table from 'cli-table3';
-import { NOT_PIPELINE, pipelineCpuPerEvent } from './load';
+import { inPipelineAtRest, pipelineCpuPerEvent } from './load';
 import { pipelineRuns } from './verdicts';
 import type { BenchResults } from './types';
 import type { Verdict } from './targets';
@@ -105,7 +105,7 @@ export function formatIdleTable(results: BenchResults): string | undefined {
   const groups = [...CPU_ORDER.filter((g) => seen.has(g)), ...[...seen].filter((g) => !CPU_ORDER.includes(g))];
   const table = new Table({ head: ['% of one core', ...groups.map((g) => CPU_HEADS[g] ?? g), 'pipeline'], style: { head: [], border: [], compact: true } });
   for (const r of rows) {
-    const pipeline = Object.entries(r.cpuPct).reduce((sum, [g, v]) => sum + (NOT_PIPELINE.has(g) || g === 'benchNode' ? 0 : v), 0);
+    const pipeline = Object.entries(r.cpuPct).reduce((sum, [g, v]) => sum + (!inPipelineAtRest(g) ? 0 : v), 0);
     table.push([r.label, ...groups.map((g) => (r.cpuPct[g] === undefined ? '' : formatValue(r.cpuPct[g] as number))), formatValue(Math.round(pipeline * 10) / 10)]);
   }
   return table.toString();

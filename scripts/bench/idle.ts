@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { deleteConnector, deployConnector } from 'outbox-router/connector';
 import type { BenchDatabase } from './bench-db';
 import { startBenchRouter, startCliProcess, type CliProcess } from './cli-process';
-import { childPids, NOT_PIPELINE, startLoad } from './load';
+import { childPids, inPipelineAtRest, startLoad } from './load';
 import { once, type BenchRun } from './parts';
 import { createBenchTables } from './pipeline';
 import { round } from './stats';
@@ -57,7 +57,7 @@ export async function measureIdlePart(b: BenchRun, pipelines: ReadonlyArray<'cdc
       }
       const load = await window.end();
       bar.done();
-      const pipelinePct = round(Object.entries(load.cpuPct).reduce((sum, [group, pct]) => sum + (NOT_PIPELINE.has(group) || group === 'benchNode' ? 0 : pct), 0));
+      const pipelinePct = round(Object.entries(load.cpuPct).reduce((sum, [group, pct]) => sum + (!inPipelineAtRest(group) ? 0 : pct), 0));
       results[pipeline] = { load, pipelinePct };
       b.progress.note(`idle ${pipeline}: the pipeline used ${pipelinePct} % of one core (${describe(load.cpuPct)})`);
     } finally {
@@ -88,7 +88,7 @@ async function probe(bench: BenchDatabase, pipeline: string): Promise<void> {
 
 function describe(cpuPct: Record<string, number>): string {
   return Object.entries(cpuPct)
-    .filter(([group]) => !NOT_PIPELINE.has(group) && group !== 'benchNode')
+    .filter(([group]) => inPipelineAtRest(group))
     .sort((x, y) => y[1] - x[1])
     .map(([group, pct]) => `${group} ${pct}`)
     .join(', ');

@@ -258,6 +258,14 @@ export function stackMemoryMb(): { totalMb: number; byGroup: Record<string, numb
 /** Groups that are not the pipeline: whatever else runs on the machine (other tests, builds, editors). */
 export const NOT_PIPELINE = new Set(['other', 'otherNode']);
 
+/**
+ * The groups counted as the pipeline's cost at rest and at 200 events/s: the stack, the router, the relay
+ * and the watchdog. The writer is the application's own work, the bench only measures. Pure.
+ */
+export function inPipelineAtRest(group: string): boolean {
+  return !NOT_PIPELINE.has(group) && group !== 'benchNode' && group !== 'writer';
+}
+
 /** The pipeline's CPU per event: every group but NOT_PIPELINE. Pure. */
 export function pipelineCpuPerEvent(perEvent: Record<string, number>): number {
   return round(Object.entries(perEvent).reduce((sum, [group, v]) => sum + (NOT_PIPELINE.has(group) ? 0 : v), 0));

@@ -1,4 +1,4 @@
-import { NOT_PIPELINE, pipelineCpuPerEvent } from './load';
+import { inPipelineAtRest, pipelineCpuPerEvent } from './load';
 import { round } from './stats';
 import type { PipelineRun, StepRun } from './pipeline';
 import type { RouterThroughputRun } from './router-throughput';
@@ -102,7 +102,7 @@ function idleVerdicts(results: BenchResults): Verdict[] {
     const at200 = run?.steps.find((s) => s.rate === 200);
     if (at200) {
       const pct = pipelinePct(at200.load.cpuPct);
-      const v = verdict({ id: `${pipeline}.cpu200Pct`, part: 'idle cost', what: `${pipeline === 'cdc' ? 'CDC' : 'relay'} pipeline at 200 events/s, per-event handler (writer included), % of one core`, value: pct, unit: '%', target: TARGETS.cpuAt200Pct });
+      const v = verdict({ id: `${pipeline}.cpu200Pct`, part: 'idle cost', what: `${pipeline === 'cdc' ? 'CDC' : 'relay'} pipeline at 200 events/s, per-event handler (the writer process left out), % of one core`, value: pct, unit: '%', target: TARGETS.cpuAt200Pct });
       if (v.pass === false) v.why = `by process: ${byProcess(at200.load.cpuPct)}`;
       out.push(v);
     }
@@ -125,12 +125,12 @@ function handlerFormVerdicts(results: BenchResults): Verdict[] {
 }
 
 function pipelinePct(cpuPct: Record<string, number>): number {
-  return round(Object.entries(cpuPct).reduce((sum, [group, pct]) => sum + (NOT_PIPELINE.has(group) || group === 'benchNode' ? 0 : pct), 0));
+  return round(Object.entries(cpuPct).reduce((sum, [group, pct]) => sum + (!inPipelineAtRest(group) ? 0 : pct), 0));
 }
 
 function byProcess(cpuPct: Record<string, number>): string {
   return Object.entries(cpuPct)
-    .filter(([group, pct]) => !NOT_PIPELINE.has(group) && group !== 'benchNode' && pct >= 0.1)
+    .filter(([group, pct]) => inPipelineAtRest(group) && pct >= 0.1)
     .sort((a, b) => b[1] - a[1])
     .map(([group, pct]) => `${LABELS[group] ?? group} ${pct}%`)
     .join(', ');

@@ -209,11 +209,16 @@ export const connectorSchema = z
     passwordRef: z.string().regex(/^\$\{(env|file):[^}]+\}$/, 'a config provider reference such as ${env:OUTBOX_CDC_PASSWORD} or ${file:/path:key}').default('${env:OUTBOX_CDC_PASSWORD}'),
     heartbeatIntervalMs: z.number().int().nonnegative().default(10_000),
     /**
-     * Debezium's idle sleep in the WAL reader and its wait for a batch to fill (default 500 ms): the
-     * latency floor, and the idle CPU of Connect (src/connector/build-config.ts has the measurements).
+     * Debezium's idle sleep in the WAL reader and the longest its queue's poll waits (Debezium's default
+     * 500 ms). Each poll also spins for about a millisecond at its end, so Connect's idle CPU is about
+     * 1 / (pollIntervalMs + 1) of a core per connector (src/connector/build-config.ts has the measurements).
      */
-    pollIntervalMs: z.number().int().positive().default(5),
-    maxBatchSize: z.number().int().positive().default(2048),
+    pollIntervalMs: z.number().int().positive().default(10),
+    /**
+     * Debezium's max.batch.size. Unset: 1 (a poll returns as soon as one record is queued, instead of
+     * waiting out pollIntervalMs for a full batch), or 2048 with exactlyOnce (a Kafka transaction per poll).
+     */
+    maxBatchSize: z.number().int().positive().optional(),
     maxQueueSize: z.number().int().positive().default(8192),
     /** Connect producer's linger.ms: 0, as its one request in flight batches records at high rates anyway. */
     producerLingerMs: z.number().int().nonnegative().default(0),
