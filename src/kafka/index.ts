@@ -2,6 +2,11 @@ import { Kafka, logLevel, type KafkaConfig, type logCreator, type SASLOptions } 
 import type { ConnectionOptions } from 'node:tls';
 import { readPemFile as readPem, type OutboxConfig } from '../config';
 import type { Logger } from '../log';
+import { fixRequestQueueIdleLoop } from './request-queue-fix';
+
+// Every kafkajs client of the toolkit is made through this module: its idle connections stop spinning.
+fixRequestQueueIdleLoop();
+export { fixRequestQueueIdleLoop };
 
 export interface KafkaClientOptions {
   /** Appended to config.kafka.clientId, so broker logs tell the parts apart (e.g. "router", "relay"). */
