@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { consoleSchema } from './console-schema';
 import { relaySchema } from './relay-schema';
 import { routerSchema } from './router-schema';
 import { watchdogSchema } from './watchdog-schema';
@@ -241,6 +242,7 @@ export const outboxConfigSchema = z
     router: routerSchema.prefault({}),
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
+    console: consoleSchema.prefault({}),
   })
   .strict()
   .superRefine(distinctRoleNames)
