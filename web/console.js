@@ -242,11 +242,22 @@ const plans = {
   },
 };
 
+/**
+ * The one confirmation on screen, held by the page rather than by the row that opened it: an action
+ * can make its row leave the list (a replayed letter, a released key), and its result must stay shown.
+ */
+let openConfirm = () => {};
+
+function ConfirmHost() {
+  const [open, setOpen] = useState(null);
+  openConfirm = (plan, onDone) => setOpen({ plan, onDone });
+  if (!open) return null;
+  return html`<${Confirm} plan=${open.plan} onClose=${() => setOpen(null)} onDone=${open.onDone} />`;
+}
+
 function ActionButton({ session, plan, label, testid, onDone }) {
-  const [open, setOpen] = useState(false);
   if (session.readOnly) return null;
-  return html`<button type="button" class="action" data-testid=${testid} data-action="1" onClick=${() => setOpen(true)}>${label}</button>
-    ${open ? html`<${Confirm} plan=${plan()} onClose=${() => setOpen(false)} onDone=${onDone} />` : null}`;
+  return html`<button type="button" class="action" data-testid=${testid} data-action="1" onClick=${() => openConfirm(plan(), onDone)}>${label}</button>`;
 }
 
 // ---------- charts ----------
@@ -614,6 +625,7 @@ function App() {
             ? html`<${Audit} />`
             : html`<${Overview} session=${session} />`}
     </main>
+    <${ConfirmHost} />
   </div>`;
 }
 

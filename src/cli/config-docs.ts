@@ -12,6 +12,7 @@ const COMPUTED_DEFAULTS: Record<string, string> = {
   'router.topics': "the routed topics of the handlers' aggregate types, named by `connector.topicReplacement` (`outbox.event.<type>`)",
   'router.poolSize': 'partitions × lanes + 2',
   'router.schemasDir': 'the package\'s `schemas/`',
+  'console.routerMetricsUrl': '`http://<router.metricsHost>:<router.metricsPort>/metrics`',
 };
 
 const SECTIONS = { router: ROUTER_FLAGS, relay: RELAY_FLAGS, console: CONSOLE_FLAGS, derived: [] } as const;

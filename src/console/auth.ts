@@ -18,6 +18,13 @@ import type { ConsoleConfig } from '../config';
 
 export const SESSION_COOKIE = 'outbox_console_session';
 
+/**
+ * The session cookie's name on the port the request came in on: cookies are kept per host, not per
+ * port, so two consoles on one machine (a read-write and a read-only one) would otherwise overwrite
+ * each other's session.
+ */
+export const sessionCookieName = (req: IncomingMessage): string => `${SESSION_COOKIE}_${req.socket.localPort ?? 0}`;
+
 export interface Operator {
   /** Named in the audit log: the basic-auth username, or `token`. */
   name: string;
@@ -60,7 +67,7 @@ export function createConsoleAuth(settings: Pick<ConsoleConfig, 'token' | 'usern
   const sessions = new Map<string, number>();
   const methods = [...(settings.token ? (['token'] as const) : []), ...(settings.username && settings.password ? (['basic'] as const) : [])];
   const sessionOf = (req: IncomingMessage): string | undefined => {
-    const id = cookieValue(req, SESSION_COOKIE);
+    const id = cookieValue(req, sessionCookieName(req));
     if (!id) return undefined;
     const expires = sessions.get(id);
     if (expires === undefined) return undefined;
@@ -102,7 +109,7 @@ export function createConsoleAuth(settings: Pick<ConsoleConfig, 'token' | 'usern
       return { sessionId, maxAgeSeconds: Math.floor(settings.sessionTtlMs / 1000) };
     },
     signOut(req) {
-      const id = cookieValue(req, SESSION_COOKIE);
+      const id = cookieValue(req, sessionCookieName(req));
       if (id) sessions.delete(id);
     },
     csrfToken: (auth) => createHmac('sha256', key).update(auth.csrfSubject).digest('base64url'),

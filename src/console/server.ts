@@ -3,7 +3,7 @@ import { isOutboxError, OutboxError, toOutboxError, type ErrorCode } from '../er
 import type { Logger } from '../log';
 import type { Actions } from './actions';
 import type { Page } from './assets';
-import { SESSION_COOKIE, type Authenticated, type ConsoleAuth } from './auth';
+import { sessionCookieName, type Authenticated, type ConsoleAuth } from './auth';
 
 /** What the API reads: each answers plain JSON data, never anything of the config's secrets. */
 export interface ConsoleData {
@@ -124,6 +124,10 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): (req: Inco
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page.html);
       return;
     }
+    if (method === 'GET' && path === '/favicon.ico') {
+      res.writeHead(204).end();
+      return;
+    }
     const asset = method === 'GET' ? page.assets.get(path) : undefined;
     if (asset) {
       res.writeHead(200, { 'content-type': asset.type }).end(asset.body);
@@ -151,14 +155,14 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): (req: Inco
           await new Promise((r) => setTimeout(r, 500));
           throw refuse('CONSOLE_UNAUTHENTICATED', auth.methods.includes('token') ? 'That is not the console token.' : 'This console takes no token: sign in with basic auth.');
         }
-        res.setHeader('set-cookie', `${SESSION_COOKIE}=${session.sessionId}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${session.maxAgeSeconds}`);
+        res.setHeader('set-cookie', `${sessionCookieName(req)}=${session.sessionId}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${session.maxAgeSeconds}`);
         send(res, 200, { authenticated: true });
         return;
       }
       if (method === 'DELETE') {
         if (!sameOrigin(req)) throw refuse('CONSOLE_FORBIDDEN', 'Sign-out is accepted from the console\'s own page only.');
         auth.signOut(req);
-        res.setHeader('set-cookie', `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+        res.setHeader('set-cookie', `${sessionCookieName(req)}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
         send(res, 200, { authenticated: false });
         return;
       }
