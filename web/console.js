@@ -192,9 +192,10 @@ const letterList = (letters) =>
 const plans = {
   replay: ({ aggregateType, consumer, key, id, label }) => {
     const request = { action: 'replay', aggregateType, consumer, key, id };
+    const which = id ? `this dead letter (event ${id}, key ${key})` : key ? `the outstanding dead letters of key ${key}` : `every outstanding ${aggregateType} dead letter`;
     return {
       title: `Replay ${label}`,
-      what: `Re-publishes the outstanding dead letters of ${label} (consumer ${consumer ?? 'default'}) to their original topics, as outbox dlq:replay does. The router applies each through its inbox (never twice) and releases the key once its earliest parked event is applied.`,
+      what: `Re-publishes ${which} for consumer ${consumer ?? '(the default)'} to the original topic, as outbox dlq:replay does. The router applies each through its inbox (never twice) and releases the key once its earliest parked event is applied.`,
       request,
       confirmLabel: 'Replay',
       preview: () => action({ ...request, dryRun: true }),
