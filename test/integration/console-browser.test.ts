@@ -114,9 +114,10 @@ describe('outbox console, in Chromium, on the real stack', () => {
   const pageErrors: string[] = [];
   const dialogs: string[] = [];
 
-  const shot = async (name: string) => {
+  /** A dialog's backdrop covers the viewport only: a confirmation is shot as the operator sees it. */
+  const shot = async (name: string, fullPage = true) => {
     const path = join(SHOTS, `${name}.png`);
-    await page.screenshot({ path, fullPage: true });
+    await page.screenshot({ path, fullPage });
     process.stderr.write(`[console test] screenshot ${path}\n`);
   };
 
@@ -372,7 +373,7 @@ describe('outbox console, in Chromium, on the real stack', () => {
     const dialog = page.locator('dialog[data-testid=confirm]');
     await until('the dry run in the confirmation', async () => dialog.locator('[data-testid=would-replay]').textContent(), (t) => t === '1');
     await expect(dialog.locator('[data-testid=confirm-preview]').textContent()).resolves.toContain(poisonId);
-    await shot('4-confirm-replay');
+    await shot('4-confirm-replay', false);
     expect(await effects(poisonId)).toBe(0);
     await dialog.locator('[data-testid=confirm-run]').click();
     await until('the replay done', async () => dialog.locator('[data-testid=replayed]').textContent(), (t) => t === 'Replayed 1 dead letter(s).');
