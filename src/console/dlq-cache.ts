@@ -88,7 +88,8 @@ export function createDlqCache(options: DlqCacheOptions): DlqCache {
     await previous?.disconnect().catch(() => {});
     subscribed = new Set(topics);
     if (topics.length === 0 || stopped) return;
-    const next = options.kafka.consumer({ groupId: `outbox-console-${randomUUID()}`, readUncommitted: false, maxWaitTimeInMs: 250 });
+    // kafkajs's default fetch wait (5 s): a fetch returns as soon as a letter arrives, and an idle console polls rarely.
+    const next = options.kafka.consumer({ groupId: `outbox-console-${randomUUID()}`, readUncommitted: false });
     consumer = next;
     await next.connect();
     await next.subscribe({ topics, fromBeginning: true });
