@@ -34,6 +34,7 @@ COPY --from=build /app/dist ./dist
 COPY connect/outbox-connector.json ./connect/
 COPY sql ./sql
 COPY schemas ./schemas
+COPY web ./web
 # A handlers module placed under /app (e.g. /app/handlers/) can import `outbox-router/...`: Node resolves
 # the package's own name through its "exports" map.
 RUN mkdir /app/handlers

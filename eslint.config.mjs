@@ -60,6 +60,15 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js'],
+    ignores: ['web/**'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
+  },
+  {
+    // The console's page (web/): ES modules run by the browser, served as they are (no build step).
+    files: ['web/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: { window: 'readonly', document: 'readonly', location: 'readonly', fetch: 'readonly', URLSearchParams: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setTimeout: 'readonly' },
+    },
   },
 );

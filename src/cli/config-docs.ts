@@ -1,5 +1,6 @@
 import { ENV_SETTINGS, outboxConfigSchema, SETTING_LEAVES } from '../config';
 import type { FlagSetting } from './config-option';
+import { CONSOLE_FLAGS } from './console-command';
 import { RELAY_FLAGS } from './relay-command';
 import { ROUTER_FLAGS } from './router-command';
 
@@ -11,9 +12,10 @@ const COMPUTED_DEFAULTS: Record<string, string> = {
   'router.topics': "the routed topics of the handlers' aggregate types, named by `connector.topicReplacement` (`outbox.event.<type>`)",
   'router.poolSize': 'partitions × lanes + 2',
   'router.schemasDir': 'the package\'s `schemas/`',
+  'console.routerMetricsUrl': '`http://<router.metricsHost>:<router.metricsPort>/metrics`',
 };
 
-const SECTIONS = { router: ROUTER_FLAGS, relay: RELAY_FLAGS, derived: [] } as const;
+const SECTIONS = { router: ROUTER_FLAGS, relay: RELAY_FLAGS, console: CONSOLE_FLAGS, derived: [] } as const;
 /** `derived`: the settings of the other sections whose variable follows the derivation rule (src/config/env.ts). */
 export type DocumentedSection = keyof typeof SECTIONS;
 

@@ -1,31 +1,12 @@
 import { once } from 'node:events';
 import { Command } from 'commander';
-import type { OutboxConfig } from '../config';
-import { createPool, qualified } from '../db';
 import { OutboxError } from '../errors';
-import { createKafka } from '../kafka';
-import { sleep } from '../retry';
-import { parkedTableName } from '../provision/sql-files';
-import { topicNames } from '../topics';
-import { consumerName, DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, parkedAgain, releaseKeys, replayDeadLetters, type ReplayedRecord, type StillParked, type StillParkedReason } from '../router';
+import { DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, type ReplayedRecord, type StillParked, type StillParkedReason } from '../router';
 import { configFrom, withConfigOption } from './config-option';
+import { DEFAULT_RELEASE_SETTLE_MS, runDlqRelease, runDlqReplay, target, type DlqTarget } from './dlq-operations';
 import { action, loggerFor } from './run-command';
 
-interface DlqTarget {
-  aggregateType?: string;
-  topic?: string;
-}
-
-/** `--aggregate-type order` → outbox.dlq.order, or `--topic` as given; the aggregate type for the parked table. */
-export function target(opts: DlqTarget, config: OutboxConfig): { dlqTopic: string; aggregateType: string } {
-  if (!opts.aggregateType && !opts.topic) {
-    throw new OutboxError('FLAG_INVALID', 'Say which dead letters: --aggregate-type <type> (reads outbox.dlq.<type>) or --topic <dead-letter topic>.');
-  }
-  const names = topicNames(config.connector.topicReplacement);
-  const aggregateType = opts.aggregateType ?? names.aggregateTypeOfDlq(opts.topic as string);
-  const dlqTopic = opts.topic ?? names.dlqFor(names.routed(aggregateType));
-  return { dlqTopic, aggregateType };
-}
+export { target };
 
 /** What the text report says of a key a replay left parked, and what to do. */
 const STILL_PARKED_WHY: Record<StillParkedReason, (k: StillParked) => string> = {
@@ -34,10 +15,6 @@ const STILL_PARKED_WHY: Record<StillParkedReason, (k: StillParked) => string> = 
   'not-replayable': (k) => `dead letter ${k.eventId ?? '?'} was kept without its value; skip it with dlq:release --key ${k.key} --id ${k.eventId ?? '<id>'}`,
   'follow-timeout': () => 'the router was still applying its replayed events when --follow-ms ran out; replay again, or raise --follow-ms',
 };
-
-function parkedTable(config: OutboxConfig): string {
-  return qualified(config.outbox.schema, parkedTableName(config.outbox.inboxTable));
-}
 
 /** stdout, waiting when its buffer is full: a replay of millions must not queue its lines in memory. */
 async function write(text: string): Promise<void> {
@@ -48,9 +25,6 @@ function timeoutMs(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new OutboxError('FLAG_INVALID', `--timeout-ms must be a whole number of milliseconds ≥ 1, got ${JSON.stringify(value)}.`);
   return Number(value);
 }
-
-/** How long `dlq:release` waits before checking that a released key was not parked again. */
-const DEFAULT_RELEASE_SETTLE_MS = 2_000;
 
 function settleMs(value: string): number {
   if (!/^\d+$/.test(value)) throw new OutboxError('FLAG_INVALID', `--settle-ms must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(value)}.`);
@@ -94,46 +68,25 @@ export function dlqCommands(): Command[] {
         ) => {
           const log = loggerFor(command);
           const config = configFrom(command);
-          const { dlqTopic, aggregateType } = target(opts, config);
-          const consumer = consumerName(config, opts.consumer ?? config.router.consumer);
-          const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-replay' });
-          try {
-            // Each replayed record is written as it is sent (the report keeps only a sample), waiting for stdout to drain.
-            const onReplayed = (r: ReplayedRecord) =>
-              write(opts.json ? `${JSON.stringify({ type: 'replayed', ...r })}\n` : `  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
-            const report = await replayDeadLetters({
-              kafka: createKafka(config, { role: 'dlq-replay', logger: log }),
-              dlqTopic,
-              consumer,
-              key: opts.key,
-              ids: opts.id,
-              outstanding: opts.all ? undefined : { pool, parkedTable: parkedTable(config), consumer, aggregateType },
-              unattributed: opts.unattributed,
-              horizonMs: opts.beyondHorizon ? undefined : config.router.dlqReplayHorizonMs,
-              dryRun: opts.dryRun,
-              timeoutMs: opts.timeoutMs,
-              followMs: opts.followMs,
-              logger: log,
-              onReplayed,
-            });
-            if (opts.json) {
-              await write(`${JSON.stringify({ type: 'report', ...report })}\n`);
-            } else {
-              const verb = report.dryRun ? 'would replay' : 'replayed';
-              const left = [
-                report.withoutOrigin ? `${report.withoutOrigin} without x-original-topic left alone` : '',
-                report.otherConsumer ? `${report.otherConsumer} of other consumers left alone` : '',
-                report.unattributed ? `${report.unattributed} without x-consumer left alone (--unattributed replays them)` : '',
-                report.reduced ? `${report.reduced} reduced (no value: release them with dlq:release --id)` : '',
-                report.beyondHorizon ? `${report.beyondHorizon} first dead-lettered before router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : '',
-              ].filter(Boolean);
-              await write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed} for consumer ${consumer}${left.map((l) => `, ${l}`).join('')}\n`);
-              if (report.resent) await write(`  sent again: ${report.resent} (they reached the router before their key's earliest parked event)\n`);
-              if (report.replayed === 0 && !opts.all) await write('  nothing outstanding for this consumer; --all replays every match\n');
-              for (const k of report.stillParkedDetail) await write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);
-            }
-          } finally {
-            await pool.end().catch(() => {});
+          // Each replayed record is written as it is sent (the report keeps only a sample), waiting for stdout to drain.
+          const onReplayed = (r: ReplayedRecord) =>
+            write(opts.json ? `${JSON.stringify({ type: 'replayed', ...r })}\n` : `  ${r.id ?? '(no id)'}  key=${r.key}  → ${r.originalTopic}  (${r.errorCode ?? '?'}, dlq ${r.dlqPartition}/${r.dlqOffset})\n`);
+          const { dlqTopic, consumer, report } = await runDlqReplay(config, { ...opts, ids: opts.id }, { logger: log, onReplayed });
+          if (opts.json) {
+            await write(`${JSON.stringify({ type: 'report', ...report })}\n`);
+          } else {
+            const verb = report.dryRun ? 'would replay' : 'replayed';
+            const left = [
+              report.withoutOrigin ? `${report.withoutOrigin} without x-original-topic left alone` : '',
+              report.otherConsumer ? `${report.otherConsumer} of other consumers left alone` : '',
+              report.unattributed ? `${report.unattributed} without x-consumer left alone (--unattributed replays them)` : '',
+              report.reduced ? `${report.reduced} reduced (no value: release them with dlq:release --id)` : '',
+              report.beyondHorizon ? `${report.beyondHorizon} first dead-lettered before router.dlqReplayHorizonMs left alone (--beyond-horizon replays them)` : '',
+            ].filter(Boolean);
+            await write(`${dlqTopic}: scanned ${report.scanned} dead letters, ${verb} ${report.replayed} for consumer ${consumer}${left.map((l) => `, ${l}`).join('')}\n`);
+            if (report.resent) await write(`  sent again: ${report.resent} (they reached the router before their key's earliest parked event)\n`);
+            if (report.replayed === 0 && !opts.all) await write('  nothing outstanding for this consumer; --all replays every match\n');
+            for (const k of report.stillParkedDetail) await write(`  still parked: ${k.key}: ${STILL_PARKED_WHY[k.reason](k)}; head ${k.head ?? '?'}, ${k.parkedRows} parked row(s)\n`);
           }
         },
       ),
@@ -156,32 +109,20 @@ export function dlqCommands(): Command[] {
       action(async (opts: { aggregateType?: string; key?: string; id?: string; head: boolean; consumer?: string; settleMs: number }, command: Command) => {
         if (!opts.aggregateType) throw new OutboxError('FLAG_INVALID', 'dlq:release needs --aggregate-type <type>.');
         const config = configFrom(command);
-        const pool = createPool(config.database, { max: 1, application_name: 'outbox-dlq-release' });
-        try {
-          const consumer = consumerName(config, opts.consumer ?? config.router.consumer);
-          const released = await releaseKeys(pool, parkedTable(config), consumer, opts.aggregateType, { key: opts.key, id: opts.id, head: opts.head });
-          if ((opts.id !== undefined || opts.head) && released.length === 0) {
-            throw new OutboxError(
-              'PARKED_NOT_FOUND',
-              `Nothing parked matches ${opts.head ? `the head of key ${JSON.stringify(opts.key)}` : `event id ${JSON.stringify(opts.id)}`} for aggregate type ${JSON.stringify(opts.aggregateType)} and consumer ${JSON.stringify(consumer)}; outbox dlq:replay --dry-run lists what is outstanding.`,
+        const { parkedAgain: again } = await runDlqRelease(config, opts, {
+          onReleased: ({ consumer, released }) => {
+            process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${consumer}\n`);
+            for (const r of released) process.stdout.write(`  ${r.eventId}  key=${r.aggregateId}\n`);
+          },
+        });
+        if (again) {
+          for (const k of again) {
+            process.stdout.write(
+              `  parked again within ${opts.settleMs} ms: key=${k.aggregateId}  head ${k.head} (${k.errorCode}), ${k.rows} parked row(s): a running router had loaded the old head, or a new event failed; ` +
+                `replay it (dlq:replay --aggregate-type ${opts.aggregateType} --key ${k.aggregateId}) or release it again\n`,
             );
           }
-          process.stdout.write(`released ${released.length} parked dead letter(s) of ${opts.aggregateType}${opts.key ? ` key ${opts.key}` : ''} for consumer ${consumer}\n`);
-          for (const r of released) process.stdout.write(`  ${r.eventId}  key=${r.aggregateId}\n`);
-          // A router batch that loaded a key's head before the release parks the key's next event behind it.
-          if (opts.id === undefined && !opts.head && opts.settleMs > 0 && released.length > 0) {
-            await sleep(opts.settleMs);
-            const again = await parkedAgain(pool, parkedTable(config), consumer, opts.aggregateType, released.map((r) => r.aggregateId));
-            for (const k of again) {
-              process.stdout.write(
-                `  parked again within ${opts.settleMs} ms: key=${k.aggregateId}  head ${k.head} (${k.errorCode}), ${k.rows} parked row(s): a running router had loaded the old head, or a new event failed; ` +
-                  `replay it (dlq:replay --aggregate-type ${opts.aggregateType} --key ${k.aggregateId}) or release it again\n`,
-              );
-            }
-            if (again.length === 0) process.stdout.write(`  none of the released keys was parked again within ${opts.settleMs} ms\n`);
-          }
-        } finally {
-          await pool.end().catch(() => {});
+          if (again.length === 0) process.stdout.write(`  none of the released keys was parked again within ${opts.settleMs} ms\n`);
         }
       }),
     );

@@ -2,6 +2,7 @@
 import { Command, Option } from 'commander';
 import { cliErrorText } from '../errors';
 import { configCommand } from './config-command';
+import { consoleCommand } from './console-command';
 import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
@@ -40,6 +41,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
+  program.addCommand(consoleCommand());
   program.addCommand(configCommand());
   program.addCommand(dev.demo());
   program.addCommand(dev.bench());

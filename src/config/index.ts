@@ -6,3 +6,4 @@ export type { EnvSetting, EnvValueType } from './env-setting';
 export { derivedEnvName, envForm, settingLeaves, SETTING_LEAVES, type SettingLeaf } from './env';
 export type { RouterConfig } from './router-schema';
 export type { RelayConfig } from './relay-schema';
+export type { ConsoleConfig } from './console-schema';

@@ -18,6 +18,8 @@ export const STACK_PORTS = Object.freeze({
   routerMetrics: 9464,
   watchdogMetrics: 9465,
   relayMetrics: 9466,
+  /** `outbox console`: its page, admin API and probes. */
+  console: 9467,
 });
 
 /** The local stack's database and its superuser. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { consoleSchema } from './console-schema';
 import { relaySchema } from './relay-schema';
 import { routerSchema } from './router-schema';
 import { watchdogSchema } from './watchdog-schema';
@@ -246,6 +247,7 @@ export const outboxConfigSchema = z
     router: routerSchema.prefault({}),
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
+    console: consoleSchema.prefault({}),
   })
   .strict()
   .superRefine(distinctRoleNames)

@@ -2,6 +2,7 @@
  * The one error type of outbox-router. Every code has a row in docs/errors.md saying how to fix it;
  * messages name the bad value and the fix, so a CLI can print `message` and nothing else.
  */
+import { CONSOLE_ERROR_CODES } from './console-codes';
 import { RELAY_ERROR_CODES } from './relay-codes';
 import { WATCHDOG_ERROR_CODES } from './watchdog-codes';
 
@@ -76,6 +77,7 @@ export const ERROR_CODES = [
   'HANDLER_ENDED_TRANSACTION',
   ...WATCHDOG_ERROR_CODES,
   ...RELAY_ERROR_CODES,
+  ...CONSOLE_ERROR_CODES,
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

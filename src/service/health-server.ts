@@ -1,4 +1,4 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { OutboxError } from '../errors';
@@ -23,6 +23,8 @@ export interface HealthServerOptions {
   ready?: () => boolean;
   /** Added to /readyz's JSON body: what is degraded, ready or not (e.g. the router's inbox prune stopped, and why). */
   readyDetails?: () => Record<string, unknown>;
+  /** Every other request (any method) goes here instead of a 404/405: a service's own pages on the same listener (`outbox console`). */
+  fallback?: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 export interface HealthServer {
@@ -40,7 +42,9 @@ const json = (res: ServerResponse, ok: boolean, body: Record<string, unknown> = 
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'GET') {
+    if (options.fallback && !(Object.values(HEALTH_PATHS) as string[]).includes(path as string)) {
+      options.fallback(req, res);
+    } else if (req.method !== 'GET') {
       res.writeHead(405, { allow: 'GET' }).end();
     } else if (path === HEALTH_PATHS.metrics) {
       options.registry

@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log';
-import { startHealthServer } from './health-server';
+import { startHealthServer, type HealthServerOptions } from './health-server';
 import type { ServiceStatus } from './lifecycle';
 
 /** What `runService` runs: a started-and-stopped thing with a status and a readiness. */
@@ -16,8 +16,8 @@ export interface RunnableService {
 export interface RunServiceOptions {
   service: RunnableService;
   logger: Logger;
-  /** Where /metrics, /livez, /readyz and /healthz listen. */
-  metrics: { host: string; port: number; registry: Registry };
+  /** Where /metrics, /livez, /readyz and /healthz listen; `fallback` serves every other request there. */
+  metrics: { host: string; port: number; registry: Registry; fallback?: HealthServerOptions['fallback'] };
   /** The /healthz body (kept as each service has always answered it). */
   health: () => { healthy: boolean; details: Record<string, unknown> };
   /** Logged once started, with the metrics URL added to `fields`. */

@@ -23,8 +23,8 @@ describe('docs/configuration.md', () => {
   });
 
   it('the generated tables hold every derived variable (OUTBOX_ + the path in UPPER_SNAKE_CASE), and every router and relay one', () => {
-    const generated = (['router', 'relay', 'derived'] as const).map(settingsTable).join('\n');
-    const missing = ENV_SETTINGS.filter((s) => (s.derived || ['router', 'relay'].includes(s.path[0] as string)) && !generated.includes(`| \`${s.path.join('.')}\` | \`${s.env}\` |`));
+    const generated = (['router', 'relay', 'console', 'derived'] as const).map(settingsTable).join('\n');
+    const missing = ENV_SETTINGS.filter((s) => (s.derived || ['router', 'relay', 'console'].includes(s.path[0] as string)) && !generated.includes(`| \`${s.path.join('.')}\` | \`${s.env}\` |`));
     expect(missing.map((s) => s.env)).toEqual([]);
     expect(settingsTable('derived')).toContain('| `watchdog.delivery.maxQueue` | `OUTBOX_WATCHDOG_DELIVERY_MAX_QUEUE` | `1000` |');
     expect(settingsTable('router')).toContain('| `router.backoff.initialDelayMs` | `OUTBOX_ROUTER_BACKOFF_INITIAL_DELAY_MS` |  | `200` |');

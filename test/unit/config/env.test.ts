@@ -34,6 +34,7 @@ const SAMPLES: Record<string, string> = {
   'router.dlqReplicationFactor': '3',
   'router.maxTransactionRecords': '100',
   'router.sessionTimeoutMs': '20000',
+  'console.token': 'v_token-of-sixteen-chars',
 };
 
 /** A valid value for the setting that differs from its default, as the variable's text, and the value it must give. */
@@ -205,7 +206,7 @@ describe('config print', () => {
     const secrets = ENV_SETTINGS.filter((s) => SECRET_KEY.test(s.path[s.path.length - 1] ?? ''));
     expect(secrets.length).toBeGreaterThan(10);
     const env: Record<string, string> = Object.fromEntries(secrets.map((s) => [s.env, sample(s).text]));
-    Object.assign(env, { OUTBOX_KAFKA_SSL_CERT_FILE: '/c.pem', OUTBOX_KAFKA_SSL_KEY_FILE: '/k.pem', OUTBOX_KAFKA_SASL_MECHANISM: 'plain', OUTBOX_KAFKA_SASL_USERNAME: 'u' });
+    Object.assign(env, { OUTBOX_KAFKA_SSL_CERT_FILE: '/c.pem', OUTBOX_KAFKA_SSL_KEY_FILE: '/k.pem', OUTBOX_KAFKA_SASL_MECHANISM: 'plain', OUTBOX_KAFKA_SASL_USERNAME: 'u', OUTBOX_CONSOLE_USERNAME: 'ops' });
     const loaded = loadConfigWithSources({ env });
     const text = renderConfigText(describeConfig(loaded));
     for (const s of secrets) {
