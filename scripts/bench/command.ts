@@ -10,7 +10,7 @@ const int = (v: string) => Number(v);
 const list = (v: string) => v.split(',').map((x) => Number(x.trim()));
 
 /** `--quick`: a profile a test can run in about two minutes; any flag given explicitly wins over it. */
-export const QUICK = { seconds: 3, warmupSeconds: 3, rates: [100, 500], probes: 0, writerSeconds: 3, routerEvents: 3000, idleSeconds: 5, handlers: ['batch'] } as const;
+export const QUICK = { seconds: 3, warmupSeconds: 3, rates: [100, 500], probes: 0, writerSeconds: 3, routerEvents: 3000, idleSeconds: 5, handlers: ['per-event'] } as const;
 
 interface BenchFlags {
   only: string[];

@@ -28,6 +28,8 @@ describe('outbox bench: argument checks (before anything runs)', () => {
     const flags = { only: ['cdc'], quick: true, seconds: 15, warmupSeconds: 20, rates: [100, 200], probes: 2, writerMode: 'sql' as const, writerConnections: 16, handlers: ['per-event' as const], idleSeconds: 30, writerSeconds: 9, concurrency: 8, routerEvents: 20000, exactlyOnce: false, output: 'x' };
     const quick = benchSettings(flags, (key) => key !== 'seconds');
     expect(quick).toMatchObject({ seconds: 15, warmupSeconds: QUICK.warmupSeconds, rates: [...QUICK.rates], probes: 0, routerEvents: QUICK.routerEvents });
+    // The quick profile's curves are the per-event form's, the one `results.cdc` and `results.relay` hold.
+    expect(benchSettings({ ...flags, handlers: ['batch'] }, (key) => key !== 'seconds')).toMatchObject({ handlers: ['per-event'] });
     expect(benchSettings({ ...flags, quick: false }, () => true)).toMatchObject({ seconds: 15, rates: [100, 200] });
     expect(benchSettings({ ...flags, warmupSeconds: -1 }, () => false)).toBe('--warmup-seconds must be a whole number ≥ 0, got -1');
   });
