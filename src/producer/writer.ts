@@ -7,6 +7,7 @@ import { OUTBOX_COLUMNS, SCHEMA_VERSION_HEADER } from '../envelope';
 import { OutboxError } from '../errors';
 import { activeTraceparent } from '../tracing';
 import { validateEvent, type ContentType, type OutboxEvent, type WriterEvent } from './event';
+import { assertExecutorInTransaction, type OutboxExecutor } from './executor';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
 import { uuidv7 } from './uuidv7';
 
@@ -57,6 +58,12 @@ export interface OutboxWriter<E extends OutboxEvent = OutboxEvent> {
   writeEvent(client: ClientBase, event: E): Promise<WrittenEvent>;
   /** Adds several events in one statement; all or nothing. */
   writeEvents(client: ClientBase, events: readonly E[]): Promise<WrittenEvent[]>;
+  /**
+   * writeEvents through another library's transaction handle (./executor.ts): the adapters of
+   * `outbox-router/kysely`, `/drizzle`, `/knex`, … call it. It checks the handle is inside a transaction
+   * before encoding and again before the INSERT, and refuses otherwise: nothing is written.
+   */
+  writeEventsVia(executor: OutboxExecutor, events: readonly E[]): Promise<WrittenEvent[]>;
   /**
    * The outbox INSERT as SQL text and parameters, for ONE statement that also does the business write:
    *   WITH o AS (INSERT INTO orders … VALUES ($1, $2)) <text>     -- values: [...orderParams, ...values]
@@ -175,14 +182,14 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
     return prepared;
   }
 
-  async function insert(client: ClientBase, rows: unknown[][]): Promise<void> {
+  async function insert(run: (text: string, values: unknown[]) => Promise<unknown>, rows: unknown[][]): Promise<void> {
     for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
       const chunk = rows.slice(start, start + ROWS_PER_STATEMENT);
-      await client.query(insertText(chunk.length, 1), chunk.flat()).catch((error: unknown) => {
+      await run(insertText(chunk.length, 1), chunk.flat()).catch((error: unknown) => {
         throw limitViolation(error, limit) ?? error;
       });
       if (options.deleteAfterInsert) {
-        await client.query(`DELETE FROM ${table} WHERE id = ANY($1::uuid[])`, [chunk.map((row) => row[0])]);
+        await run(`DELETE FROM ${table} WHERE id = ANY($1::uuid[])`, [chunk.map((row) => row[0])]);
       }
     }
   }
@@ -192,7 +199,17 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
     if (events.length === 0) return [];
     const prepared = await prepareAll(events);
     assertInTransaction(client);
-    await insert(client, prepared.map((p) => p.row));
+    await insert((text, values) => client.query(text, values), prepared.map((p) => p.row));
+    return prepared.map((p) => p.written);
+  }
+
+  async function writeEventsVia(executor: OutboxExecutor, events: readonly OutboxEvent[]): Promise<WrittenEvent[]> {
+    await assertExecutorInTransaction(executor);
+    if (events.length === 0) return [];
+    const prepared = await prepareAll(events);
+    // Encoding may have waited on the registry: the transaction may have ended meanwhile.
+    await assertExecutorInTransaction(executor);
+    await insert((text, values) => executor.query(text, values), prepared.map((p) => p.row));
     return prepared.map((p) => p.written);
   }
 
@@ -237,6 +254,7 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
 
   const writer: OutboxWriter = {
     writeEvents,
+    writeEventsVia,
     prepareInsert,
     writeWith,
     async writeEvent(client, event) {

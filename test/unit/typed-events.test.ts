@@ -9,6 +9,12 @@ import { loadConfig } from '../../src/config';
 import { createOutboxWriter, type OutboxWriter, type PayloadEncoder } from '../../src/producer';
 import { createRouter, type BatchHandler, type Handlers, type RouterOptions } from '../../src/router';
 import type { EventMap, OrderCreated } from '../../examples/outbox-events';
+import { createDrizzleWriter } from '../../src/adapters/drizzle';
+import { createKnexWriter } from '../../src/adapters/knex';
+import { createKyselyWriter } from '../../src/adapters/kysely';
+import { createPostgresJsWriter } from '../../src/adapters/postgres-js';
+import { createSequelizeWriter } from '../../src/adapters/sequelize';
+import { createTypeormWriter } from '../../src/adapters/typeorm';
 
 const encoded: unknown[] = [];
 const codec: PayloadEncoder = { encode: async (_a, _t, payload) => (encoded.push(payload), Buffer.from('x')) };
@@ -48,6 +54,33 @@ describe('typed writer: createOutboxWriter<EventMap>', () => {
     // A typed writer still goes where a plain OutboxWriter is expected (the examples' createOrder takes one).
     const asPlain: OutboxWriter = typed;
     expect(asPlain).toBe(typed);
+  });
+});
+
+describe('typed writer through the ORM and driver adapters (src/adapters)', () => {
+  const typed = createOutboxWriter<EventMap>({ outbox, codec });
+
+  it('keeps the EventMap: each adapter takes the map\'s events and refuses a misspelled type or a wrong payload', () => {
+    const adapters = [createKyselyWriter(typed), createDrizzleWriter(typed), createKnexWriter(typed), createPostgresJsWriter(typed), createTypeormWriter(typed), createSequelizeWriter(typed)];
+    // Never called: only its type-checking matters.
+    const misuse = async (handle: never) => {
+      const [kysely, drizzle, knex, postgresJs, typeorm, sequelize] = adapters;
+      await kysely?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreated', payload: created });
+      // @ts-expect-error the event type is misspelled
+      await kysely?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreatd', payload: created });
+      // @ts-expect-error OrderCancelled's payload has reason and cancelledAt, not OrderCreated's fields
+      await drizzle?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCancelled', payload: created });
+      // @ts-expect-error no such aggregate type
+      await knex?.writeEvents(handle, [{ aggregateType: 'orders', aggregateId: 'o-1', type: 'OrderCreated', payload: created }]);
+      // @ts-expect-error placedAt is a Date, not a string
+      await postgresJs?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreated', payload: { ...created, placedAt: '2026-01-01' } });
+      // @ts-expect-error a field the schema does not have
+      await typeorm?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreated', payload: { ...created, channel: 'web' } });
+      // @ts-expect-error the event type is misspelled
+      await sequelize?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCancel', payload: created });
+    };
+    expect(typeof misuse).toBe('function');
+    expect(adapters.map((a) => typeof a.writeEvent)).toEqual(Array(6).fill('function'));
   });
 });
 
