@@ -28,7 +28,8 @@ module.exports = {
     {
       displayName: 'integration',
       testEnvironment: 'node',
-      roots: ['<rootDir>/test/integration'],
+      // examples/ holds a user's handler tests (outbox-router/testing) against the stack's database.
+      roots: ['<rootDir>/test/integration', '<rootDir>/examples'],
       testMatch: ['**/*.test.ts'],
       // It lowers max_slot_wal_keep_size for the whole cluster: only on the matrix's private clusters.
       testPathIgnorePatterns: ['/slot-invalidation\\.test\\.ts$'],
