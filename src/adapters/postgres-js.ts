@@ -17,7 +17,9 @@ function postgresJsExecutor(handle: PostgresJsHandle): OutboxExecutor {
     library: 'postgres.js',
     hint: HINT,
     // postgres.js sends a Buffer as bytea; the statement gives every other parameter its column's type.
-    query: async (text, values) => handle.unsafe(text, [...values] as never[]),
+    // Prepared: the writer sends a few fixed statement shapes, and unsafe() would otherwise parse and
+    // describe each one again on every call.
+    query: async (text, values) => handle.unsafe(text, [...values] as never[], { prepare: true }),
     transactionState: () => (typeof (handle as Partial<TransactionSql>)?.savepoint === 'function' ? 'open' : 'none'),
   };
 }

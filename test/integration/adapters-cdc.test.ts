@@ -7,7 +7,7 @@ import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
 import type { EventMap } from '../../examples/outbox-events';
-import { ADAPTER_CASES, ORDERS_TABLE_DDL, type AdapterSession, type OrderEvent } from '../support/adapter-cases';
+import { ADAPTER_CASES, ORDERS_TABLE_DDL, type AdapterSession, type OrderEvent } from '../../scripts/bench/adapter-cases';
 import { collect } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';

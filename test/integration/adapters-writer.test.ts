@@ -5,7 +5,7 @@ import type { OutboxConfig } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
-import { ADAPTER_CASES, ORDERS_TABLE_DDL, type AdapterSession, type OrderEvent } from '../support/adapter-cases';
+import { ADAPTER_CASES, ORDERS_TABLE_DDL, type AdapterSession, type OrderEvent } from '../../scripts/bench/adapter-cases';
 import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, type FreshDatabase } from '../support/stack-env';
@@ -23,7 +23,7 @@ describe.each(ADAPTER_CASES)('writer through $name', (adapter) => {
   let pool: Pool;
   let session: AdapterSession;
   const cancelled = (orderId: string, reason = 'adapter test'): OrderEvent => ({ aggregateType: 'order', aggregateId: orderId, type: 'OrderCancelled', payload: { orderId, reason, cancelledAt: new Date(1_700_000_000_000) } });
-  const count = async (table: 'orders' | 'outbox', column: 'id' | 'aggregate_id', value: string) =>
+  const count = async (table: 'shop_orders' | 'outbox', column: 'id' | 'aggregate_id', value: string) =>
     (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE ${column} = $1`, [value])).rows[0]?.n;
 
   beforeAll(async () => {
@@ -46,7 +46,7 @@ describe.each(ADAPTER_CASES)('writer through $name', (adapter) => {
     const orderId = randomUUID();
     const written = await session.writeInTransaction(orderId, [cancelled(orderId, 'first'), cancelled(orderId, 'second')]);
     expect(written.map((w) => w.aggregateId)).toEqual([orderId, orderId]);
-    expect(await count('orders', 'id', orderId)).toBe(1);
+    expect(await count('shop_orders', 'id', orderId)).toBe(1);
     const { rows } = await pool.query<{ id: string; payload: Buffer; content_type: string }>('SELECT id::text, payload, content_type FROM outbox WHERE aggregate_id = $1 ORDER BY seq', [orderId]);
     expect(rows.map((r) => r.id)).toEqual(written.map((w) => w.id));
     expect(rows.map((r) => r.content_type)).toEqual([JSON_CONTENT_TYPE, JSON_CONTENT_TYPE]);
@@ -56,7 +56,7 @@ describe.each(ADAPTER_CASES)('writer through $name', (adapter) => {
   it('a rollback after the outbox write writes neither the business row nor the event', async () => {
     const orderId = randomUUID();
     await expect(session.writeInTransaction(orderId, [cancelled(orderId)], { fail: true })).rejects.toThrow('business rule failed');
-    expect(await count('orders', 'id', orderId)).toBe(0);
+    expect(await count('shop_orders', 'id', orderId)).toBe(0);
     expect(await count('outbox', 'aggregate_id', orderId)).toBe(0);
   });
 

@@ -1,11 +1,12 @@
 /**
- * One case per ORM or driver adapter (src/adapters), for the writer's integration tests: each opens its
+ * One case per ORM or driver adapter (outbox-router/<library>), for the writer's integration tests and
+ * the adapter bench (scripts/bench/adapters.ts): each opens its
  * library on a database, writes a business row and events in the library's own transaction idiom, and
  * hands out a handle that is NOT inside a transaction (which the adapter must refuse).
  * Every case writes the business row with the library's own query builder or model.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import { integer, pgTable, text, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -15,19 +16,19 @@ import { Pool, type ClientConfig } from 'pg';
 import postgres from 'postgres';
 import { DataTypes, Sequelize } from 'sequelize';
 import { DataSource, EntitySchema } from 'typeorm';
-import { createDrizzleWriter } from '../../src/adapters/drizzle';
-import { createKnexWriter } from '../../src/adapters/knex';
-import { createKyselyWriter } from '../../src/adapters/kysely';
-import { createPostgresJsWriter } from '../../src/adapters/postgres-js';
-import { createSequelizeWriter } from '../../src/adapters/sequelize';
-import { createTypeormWriter } from '../../src/adapters/typeorm';
-import type { OutboxEventOf, OutboxWriter, WrittenEvent } from '../../src/producer';
+import { createDrizzleWriter } from 'outbox-router/drizzle';
+import { createKnexWriter } from 'outbox-router/knex';
+import { createKyselyWriter } from 'outbox-router/kysely';
+import { createPostgresJsWriter } from 'outbox-router/postgres-js';
+import { createSequelizeWriter } from 'outbox-router/sequelize';
+import { createTypeormWriter } from 'outbox-router/typeorm';
+import type { OutboxEventOf, OutboxWriter, WrittenEvent } from 'outbox-router/producer';
 import type { EventMap } from '../../examples/outbox-events';
 
 export type OrderEvent = OutboxEventOf<EventMap>;
 
-/** The business table every case writes: `CREATE TABLE orders (id text PRIMARY KEY, total int NOT NULL)`. */
-export const ORDERS_TABLE_DDL = 'CREATE TABLE orders (id text PRIMARY KEY, total int NOT NULL)';
+/** The business table every case writes: `CREATE TABLE shop_orders (id text PRIMARY KEY, total int NOT NULL)`. */
+export const ORDERS_TABLE_DDL = 'CREATE TABLE shop_orders (id text PRIMARY KEY, total int NOT NULL)';
 
 export interface AdapterSession {
   /** In ONE transaction of the library: the business row, then the events; `fail` throws after both, so the library rolls back. */
@@ -53,14 +54,22 @@ const rollback = (fail: boolean | undefined) => {
 };
 
 const url = (c: ClientConfig) => `postgres://${c.user}:${encodeURIComponent(String(c.password))}@${c.host}:${c.port}/${c.database}`;
-/** The installed version (read from disk: some packages' exports maps hide their package.json). */
-const version = (name: string) => (JSON.parse(readFileSync(join(__dirname, '../../node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-
-interface KyselyDb {
-  orders: { id: string; total: number };
+/** The installed version, from the package.json above its entry point (some exports maps hide package.json). */
+function version(name: string): string {
+  for (let dir = dirname(require.resolve(name)); dir !== dirname(dir); dir = dirname(dir)) {
+    const file = join(dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version: string };
+    if (pkg.name === name) return pkg.version;
+  }
+  return 'unknown';
 }
 
-const ordersTable = pgTable('orders', { id: text('id').primaryKey(), total: integer('total').notNull() });
+interface KyselyDb {
+  shop_orders: { id: string; total: number };
+}
+
+const ordersTable = pgTable('shop_orders', { id: text('id').primaryKey(), total: integer('total').notNull() });
 
 /** Drizzle on one of its PostgreSQL drivers: the same schema and calls on either. */
 function drizzleCase(driver: string, library: string, connect: (config: ClientConfig) => { db: PgDatabase<PgQueryResultHKT>; close(): Promise<void> }): AdapterCase {
@@ -97,7 +106,7 @@ export const ADAPTER_CASES: AdapterCase[] = [
       return {
         writeInTransaction: (id, events, { fail } = {}) =>
           db.transaction().execute(async (trx) => {
-            await trx.insertInto('orders').values({ id, total: 1 }).execute();
+            await trx.insertInto('shop_orders').values({ id, total: 1 }).execute();
             const written = await outbox.writeEvents(trx, events);
             rollback(fail);
             return written;
@@ -130,7 +139,7 @@ export const ADAPTER_CASES: AdapterCase[] = [
       return {
         writeInTransaction: (id, events, { fail } = {}) =>
           db.transaction(async (trx) => {
-            await trx('orders').insert({ id, total: 1 });
+            await trx('shop_orders').insert({ id, total: 1 });
             const written = await outbox.writeEvents(trx, events);
             rollback(fail);
             return written;
@@ -155,7 +164,7 @@ export const ADAPTER_CASES: AdapterCase[] = [
       return {
         writeInTransaction: (id, events, { fail } = {}) =>
           sql.begin(async (tx) => {
-            await tx`INSERT INTO orders ${tx({ id, total: 1 })}`;
+            await tx`INSERT INTO shop_orders ${tx({ id, total: 1 })}`;
             const written = await outbox.writeEvents(tx, events);
             rollback(fail);
             return written;
@@ -170,7 +179,7 @@ export const ADAPTER_CASES: AdapterCase[] = [
     tellsEnded: true,
     library: `typeorm ${version('typeorm')}`,
     async open(config, writer) {
-      const Order = new EntitySchema<{ id: string; total: number }>({ name: 'orders', columns: { id: { type: 'text', primary: true }, total: { type: 'int' } } });
+      const Order = new EntitySchema<{ id: string; total: number }>({ name: 'shop_orders', columns: { id: { type: 'text', primary: true }, total: { type: 'int' } } });
       const source = new DataSource({ type: 'postgres', ...(config as object), username: config.user, entities: [Order], poolSize: 2 } as never);
       await source.initialize();
       const outbox = createTypeormWriter(writer);
@@ -200,7 +209,7 @@ export const ADAPTER_CASES: AdapterCase[] = [
     library: `sequelize ${version('sequelize')}`,
     async open(config, writer) {
       const sequelize = new Sequelize(url(config), { logging: false, pool: { max: 2 } });
-      const Order = sequelize.define('orders', { id: { type: DataTypes.TEXT, primaryKey: true }, total: { type: DataTypes.INTEGER, allowNull: false } }, { timestamps: false, tableName: 'orders' });
+      const Order = sequelize.define('shop_orders', { id: { type: DataTypes.TEXT, primaryKey: true }, total: { type: DataTypes.INTEGER, allowNull: false } }, { timestamps: false, tableName: 'shop_orders' });
       const outbox = createSequelizeWriter(writer);
       return {
         writeInTransaction: (id, events, { fail } = {}) =>
