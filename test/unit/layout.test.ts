@@ -135,6 +135,21 @@ describe('layout: the built package', () => {
     }
   });
 
+  it.each([
+    ['kysely', 'kysely'],
+    ['drizzle', 'drizzle-orm'],
+    ['knex', 'knex'],
+    ['postgres-js', undefined],
+    ['typeorm', undefined],
+    ['sequelize', undefined],
+  ])('the %s adapter loads only its own library (or none), never another ORM or Kafka', (subpath, own) => {
+    const script = `require('${pkg.name}/${subpath}'); process.stdout.write(JSON.stringify(Object.keys(require.cache)));`;
+    const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' })) as string[];
+    const libraries = new Set(loaded.flatMap((f) => /[\\/]node_modules[\\/](kysely|drizzle-orm|knex|postgres|typeorm|sequelize|kafkajs)[\\/]/.exec(f)?.[1] ?? []));
+    expect([...libraries]).toEqual(own ? [own] : []);
+    expect(loaded.some((f) => relative(root, f) === join('dist', 'adapters', `${subpath}.js`))).toBe(true);
+  });
+
   it('importing the writer (outbox-router/producer) loads neither Kafka, the harness nor progress bars', () => {
     // A child process, so jest's module registry plays no part: Node resolves the subpath through the exports map.
     const script = `
