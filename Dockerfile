@@ -10,7 +10,7 @@
 # the properties below statically. docs/deploy.md has the details.
 
 # ---- build: compile TypeScript with the dev dependencies -------------------------------------------
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # --ignore-scripts: nothing the build needs has an install script; the ones in the tree (testcontainers'
 # ssh2 and cpu-features, @parcel/watcher) would want a compiler this image does not have.
@@ -23,7 +23,7 @@ COPY examples ./examples
 RUN npm run build
 
 # ---- runtime: production dependencies, dist/ and the shipped assets ---------------------------------
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
