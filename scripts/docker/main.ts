@@ -9,15 +9,16 @@
 import { spawn } from 'node:child_process';
 import { Command } from 'commander';
 import { action, loggerFor } from 'outbox-router/cli';
+import { OutboxError } from 'outbox-router/errors';
 import { defaultCacheDir } from '../stack/paths';
 import { buildBaseImage } from './base-image';
-import { startEngine } from './engine';
+import { dockerEnv, startEngine } from './engine';
 
 const seconds = (since: number) => Number(((Date.now() - since) / 1000).toFixed(1));
 
 function runCommand(argv: readonly string[], host: string): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(argv[0] as string, argv.slice(1) as string[], { stdio: 'inherit', env: { ...process.env, DOCKER_HOST: host } });
+    const child = spawn(argv[0] as string, argv.slice(1) as string[], { stdio: 'inherit', env: dockerEnv(host) });
     child.once('error', (error) => {
       process.stderr.write(`could not run ${argv[0]}: ${error.message}\n`);
       resolve(127);
@@ -28,21 +29,23 @@ function runCommand(argv: readonly string[], host: string): Promise<number> {
 
 const program = new Command('docker')
   .description(
-    'Start a private Docker engine (vfs storage, no iptables, its own folders and socket under a temporary folder), build the Dockerfile\'s base image ' +
+    'Start a private Docker engine (overlay2 storage where the kernel allows, else vfs; no iptables, its own folders and socket under a temporary folder), build the Dockerfile\'s base image ' +
       'there from debootstrap and the npm registry\'s Node (cached in ~/.cache/outbox-router), run the command with DOCKER_HOST set, then stop the engine. ' +
       'Runs as root (dockerd; apt-get installs docker.io and debootstrap when missing).',
   )
   .argument('[command...]', 'what to run against the engine (after --), e.g. -- npx jest test/integration/container-image.test.ts')
   .option('--no-base', 'do not build the base image')
+  .option('--storage-driver <driver>', 'overlay2, vfs, or auto: overlay2 when an overlay mount works here, else vfs', 'auto')
   .option('--cache-dir <dir>', 'where the Debian tarball, the Node binary and npm are cached', defaultCacheDir())
   .option('--log-format <format>', 'json or pretty', 'pretty')
   .option('--log-level <level>', 'log level', 'info')
   .action(
-    action(async (argv: string[], opts: { base: boolean; cacheDir: string }, command: Command) => {
+    action(async (argv: string[], opts: { base: boolean; cacheDir: string; storageDriver: string }, command: Command) => {
       const log = loggerFor(command);
       const detail = (line: string) => log.debug(line);
       const started = Date.now();
-      const engine = await startEngine((line) => log.info(line));
+      if (!['overlay2', 'vfs', 'auto'].includes(opts.storageDriver)) throw new OutboxError('FLAG_INVALID', `--storage-driver ${JSON.stringify(opts.storageDriver)}: use overlay2, vfs or auto.`);
+      const engine = await startEngine((line) => log.info(line), { storageDriver: opts.storageDriver as 'overlay2' | 'vfs' | 'auto' });
       const stop = () => void engine.stop().finally(() => process.exit(130));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
