@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The `outbox` CLI as a container image: one image for the router, the relay, the watchdog and the
 # one-shot commands (db:provision, connector:deploy, schemas:register, status, …).
 #
@@ -6,11 +5,13 @@
 #   docker run --rm outbox-router --help
 #   docker run --rm -e PGHOST=db … outbox-router router --handlers /app/handlers/handlers.js
 #
-# Not built in this repository's CI (it has no Docker engine); test/unit/deploy/dockerfile.test.ts checks
-# the properties below statically. docs/deploy.md has the details.
+# Built and run in CI by test/integration/container-image.test.ts, on a private engine with a locally built
+# base (scripts/docker: no registry is reachable there); test/unit/deploy/dockerfile.test.ts checks the
+# properties below statically. No `# syntax=` line: BuildKit would pull that frontend from a registry.
+# docs/deploy.md has the details.
 
 # ---- build: compile TypeScript with the dev dependencies -------------------------------------------
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # --ignore-scripts: nothing the build needs has an install script; the ones in the tree (testcontainers'
 # ssh2 and cpu-features, @parcel/watcher) would want a compiler this image does not have.
@@ -23,7 +24,7 @@ COPY examples ./examples
 RUN npm run build
 
 # ---- runtime: production dependencies, dist/ and the shipped assets ---------------------------------
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -5,6 +5,7 @@
 import { h, render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
+import { bytes, duration, num, time } from './format.js';
 
 const html = htm.bind(h);
 const REFRESH_MS = 5000;
@@ -34,31 +35,7 @@ async function api(path, options = {}) {
 
 const action = (body) => api('/api/actions', { method: 'POST', body });
 
-// ---------- formatting ----------
-
-function bytes(n) {
-  if (n === null || n === undefined) return '—';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = Number(n);
-  let i = 0;
-  while (Math.abs(v) >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${i === 0 ? v : v.toFixed(1)} ${units[i]}`;
-}
-
-function duration(ms) {
-  if (ms === null || ms === undefined) return '—';
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
-}
-
-const time = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
-const num = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString());
+// ---------- formatting: format.js ----------
 
 // ---------- routing (the hash: #/overview, #/dead-letters?aggregateType=order, …) ----------
 

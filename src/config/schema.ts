@@ -210,16 +210,17 @@ export const connectorSchema = z
     passwordRef: z.string().regex(/^\$\{(env|file):[^}]+\}$/, 'a config provider reference such as ${env:OUTBOX_CDC_PASSWORD} or ${file:/path:key}').default('${env:OUTBOX_CDC_PASSWORD}'),
     heartbeatIntervalMs: z.number().int().nonnegative().default(10_000),
     /**
-     * Debezium's idle sleep in the WAL reader and the longest its queue's poll waits (Debezium's default
-     * 500 ms). Each poll also spins for about a millisecond at its end, so Connect's idle CPU is about
-     * 1 / (pollIntervalMs + 1) of a core per connector (src/connector/build-config.ts has the measurements).
+     * Debezium's idle sleep in the WAL reader and its wait for a batch to fill (Debezium's default 500 ms):
+     * the latency floor. Each poll also spins for about a millisecond at its end, so an idle connector costs
+     * about 1 / (pollIntervalMs + 1) of a core (measured in docs/connector.md, "Latency settings").
      */
-    pollIntervalMs: z.number().int().positive().default(10),
+    pollIntervalMs: z.number().int().positive().default(5),
     /**
-     * Debezium's max.batch.size. Unset: 1 (a poll returns as soon as one record is queued, instead of
-     * waiting out pollIntervalMs for a full batch), or 2048 with exactlyOnce (a Kafka transaction per poll).
+     * Debezium's max.batch.size: a poll returns when this many records are queued, or at pollIntervalMs.
+     * 1 returns each record at once (lowest latency at low rates, but a poll and a producer request per
+     * record: measured, the per-event pipeline fell behind at 2,000 events/s on 2 cores where 2048 kept up).
      */
-    maxBatchSize: z.number().int().positive().optional(),
+    maxBatchSize: z.number().int().positive().default(2048),
     maxQueueSize: z.number().int().positive().default(8192),
     /** Connect producer's linger.ms: 0, as its one request in flight batches records at high rates anyway. */
     producerLingerMs: z.number().int().nonnegative().default(0),

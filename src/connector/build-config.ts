@@ -196,9 +196,10 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   }
   const nameProblems = debeziumNameProblems(config);
   if (nameProblems.length > 0) throw invalid(nameProblems.join(' '));
-  const maxBatchSize = effectiveMaxBatchSize(connector);
-  if (connector.maxQueueSize <= maxBatchSize) {
-    throw invalid(`connector.maxQueueSize (${connector.maxQueueSize}) must be larger than connector.maxBatchSize (${maxBatchSize}), as Debezium requires.`);
+  if (connector.maxQueueSize <= connector.maxBatchSize) {
+    throw invalid(
+      `connector.maxQueueSize (${connector.maxQueueSize}) must be larger than connector.maxBatchSize (${connector.maxBatchSize}), as Debezium requires.`,
+    );
   }
 
   const maxRequestSize = Math.max(KAFKA_DEFAULT_MAX_REQUEST, outbox.maxPayloadBytes + HEADROOM_BYTES);
@@ -217,7 +218,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
     heartbeatIntervalMs: connector.heartbeatIntervalMs,
     heartbeatActionQuery: heartbeatQuery(outbox.schema, outbox.heartbeatTable),
     pollIntervalMs: connector.pollIntervalMs,
-    maxBatchSize,
+    maxBatchSize: connector.maxBatchSize,
     maxQueueSize: connector.maxQueueSize,
     producerLingerMs: connector.producerLingerMs,
     producerBatchSize: PRODUCER_BATCH_BYTES,
@@ -236,15 +237,6 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   if (connector.exactlyOnce) Object.assign(rendered, EXACTLY_ONCE_PROPERTIES);
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });
-}
-
-/**
- * Debezium's max.batch.size when connector.maxBatchSize is unset: 1 at least once (a poll returns the
- * moment a record is queued; ChangeEventQueue signals its poll only when a batch is full), 2048 with
- * exactlyOnce (each poll is one Kafka transaction, so a poll of one record would be a transaction each).
- */
-export function effectiveMaxBatchSize(connector: Pick<OutboxConfig['connector'], 'maxBatchSize' | 'exactlyOnce'>): number {
-  return connector.maxBatchSize ?? (connector.exactlyOnce ? 2048 : 1);
 }
 
 /** What `connector:deploy` applies and `connector:render` prints: the build options with `force`. */

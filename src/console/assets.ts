@@ -31,6 +31,7 @@ export function assetFiles(): Record<string, string> {
   const web = join(PACKAGE_ROOT, 'web');
   return {
     '/assets/console.js': join(web, 'console.js'),
+    '/assets/format.js': join(web, 'format.js'),
     '/assets/console.css': join(web, 'console.css'),
     '/assets/vendor/preact.mjs': require.resolve('preact'),
     '/assets/vendor/hooks.mjs': require.resolve('preact/hooks'),

@@ -248,6 +248,10 @@ describe('outbox console, in Chromium, on the real stack', () => {
     await until('a few samples charted', async () => /\((\d+) samples\)/.exec((await page.locator('[data-testid=chart-lag] figcaption').textContent()) ?? '')?.[1], (n) => Number(n) >= 3);
     expect(await page.locator('[data-testid=charts] canvas').count()).toBeGreaterThanOrEqual(3);
     await shot('1-overview');
+    // Sizes and rates are rounded for reading: a retained-WAL growth of 506.02944554581586 B/s showed raw
+    // once. The page's own formatter, as the browser loads it (a string, so no bundler rewrites the import).
+    const formatted = await page.evaluate("import('/assets/format.js').then((f) => [f.bytes(506.02944554581586), f.bytes(1536), f.bytes(null), f.duration(3_725_000)])");
+    expect(formatted).toEqual(['506 B', '1.5 KiB', '—', '1 h 2 min']);
     expect(pageErrors).toEqual([]);
   });
 

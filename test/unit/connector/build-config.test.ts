@@ -33,8 +33,8 @@ describe('buildConnectorConfig with defaults', () => {
       'snapshot.mode': 'no_data',
       'tombstones.on.delete': 'false',
       'heartbeat.interval.ms': '10000',
-      'poll.interval.ms': '10',
-      'max.batch.size': '1',
+      'poll.interval.ms': '5',
+      'max.batch.size': '2048',
       'max.queue.size': '8192',
       'producer.override.linger.ms': '0',
       'producer.override.acks': 'all',
@@ -178,9 +178,8 @@ describe('settings', () => {
     expect(built).toMatchObject({ 'database.hostname': 'postgres', 'database.port': '5432', 'topic.creation.default.partitions': '-1', 'topic.creation.default.replication.factor': '3' });
   });
 
-  it('latency: Debezium polls every 10 ms, a poll returns its first record at once, and the Connect producer does not linger, unless configured otherwise', () => {
-    expect(buildConnectorConfig(config())).toMatchObject({ 'poll.interval.ms': '10', 'max.batch.size': '1', 'producer.override.linger.ms': '0' });
-    expect(buildConnectorConfig(config({ connector: { maxBatchSize: 512 } }))).toMatchObject({ 'max.batch.size': '512' });
+  it('latency: Debezium polls every 5 ms and the Connect producer does not linger, unless configured otherwise', () => {
+    expect(buildConnectorConfig(config())).toMatchObject({ 'poll.interval.ms': '5', 'producer.override.linger.ms': '0' });
     const tuned = buildConnectorConfig(config({ connector: { pollIntervalMs: 20, producerLingerMs: 5 } }));
     expect(tuned).toMatchObject({ 'poll.interval.ms': '20', 'producer.override.linger.ms': '5' });
   });
@@ -199,11 +198,8 @@ describe('settings', () => {
     const eos = buildConnectorConfig(config({ connector: { exactlyOnce: true } }));
     expect(eos).toMatchObject({ 'exactly.once.support': 'required', 'transaction.boundary': 'poll' });
     // Everything else is the same config: acks=all stays, Connect itself turns on idempotence and the transactional id.
-    // A poll is one Kafka transaction: it gathers up to 2048 records instead of returning each alone.
-    const { 'exactly.once.support': _s, 'transaction.boundary': _b, 'max.batch.size': batch, ...rest } = eos;
-    expect(batch).toBe('2048');
-    const { 'max.batch.size': _m, ...plainRest } = plain;
-    expect(rest).toEqual({ ...plainRest });
+    const { 'exactly.once.support': _s, 'transaction.boundary': _b, ...rest } = eos;
+    expect(rest).toEqual({ ...plain });
     expect(loadConfig({ env: { OUTBOX_CONNECTOR_EXACTLY_ONCE: 'true' } }).connector.exactlyOnce).toBe(true);
   });
 

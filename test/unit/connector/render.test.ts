@@ -93,7 +93,7 @@ describe('connector:render --format strimzi', () => {
     expect(rest).toEqual(expected);
     expect([name, cls, tasks]).toEqual([resource.metadata.name, resource.spec.class, String(resource.spec.tasksMax)]);
     // Values YAML would otherwise read as other types or mangle survive the round trip.
-    expect(resource.spec.config).toMatchObject({ 'tombstones.on.delete': 'false', 'poll.interval.ms': '10', 'message.prefix.exclude.list': '.*' });
+    expect(resource.spec.config).toMatchObject({ 'tombstones.on.delete': 'false', 'poll.interval.ms': '5', 'message.prefix.exclude.list': '.*' });
     expect(password).toBe('${secrets:kafka/outbox-db:cdc-password}');
   });
 

@@ -1,7 +1,7 @@
 /**
- * The Dockerfile, checked statically: Debian bookworm packages no Dockerfile linter (no hadolint), and no
- * Docker engine runs here, so the image is never built in CI. What is checked is what the code and
- * package.json decide: the CLI entry point, the ports, the assets, the non-root user.
+ * The Dockerfile, checked statically: Debian bookworm packages no Dockerfile linter (no hadolint). What is
+ * checked is what the code and package.json decide: the CLI entry point, the ports, the assets, the non-root
+ * user. The image is also built and run, where a Docker engine is reachable: test/integration/container-image.test.ts.
  */
 import { outboxConfigSchema } from '../../../src/config';
 import { STACK_PORTS } from '../../../src/config/local-stack';

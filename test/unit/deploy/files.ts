@@ -1,6 +1,6 @@
 /**
  * Reading the deployment files for the static checks: the Dockerfile as instructions, YAML as data.
- * No Docker engine or cluster here: what can be checked is what the files say against what the code reads.
+ * Static: what the files say against what the code reads (no cluster here; the image's run is test/integration/container-image.test.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
