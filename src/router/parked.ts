@@ -1,6 +1,6 @@
 import { escapeLiteral, type Pool, type PoolClient } from 'pg';
 import { OutboxError } from '../errors';
-import { statementName, type ClosingGuard } from './inbox-transaction';
+import { statementName, type ClosingGuard } from './closing-check';
 
 /**
  * Keys the table can hold: not empty (a keyless record has no order to keep) and without NUL, which
