@@ -184,6 +184,13 @@ export const registrySchema = z
 export const connectSchema = z
   .object({
     url: z.string().url().default(stackUrls.connect),
+    /**
+     * Other workers of the same Connect cluster, tried in order when `url` does not answer (no response at
+     * all: refused, reset, timed out; an HTTP error is an answer). Any worker serves the whole REST API
+     * and forwards writes to the leader, so with two workers and no load balancer in front, losing the
+     * one `url` names must not blind `connector:*`, the watchdog's supervisor and `outbox status`.
+     */
+    fallbackUrls: z.array(z.string().url()).default([]),
     username: z.string().min(1).optional(),
     password: secret,
     requestTimeoutMs: z.number().int().positive().default(30_000),
