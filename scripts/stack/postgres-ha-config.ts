@@ -51,8 +51,9 @@ export const PAIR_CONF = [
   'sync_replication_slots = on',
   // pg_rewind needs hint-bit changes in the WAL (or data checksums) to bring a killed primary back as a standby.
   'wal_log_hints = on',
-  // A standby that reconnects within a few seconds finds its WAL; its physical slot keeps the rest.
-  'wal_receiver_status_interval = 1s',
+  // A standby asks for missing WAL again after 0.5 s instead of 5 s: a new standby (whose copy holds no
+  // WAL) starts streaming 4.5 s sooner, and one whose primary restarted reconnects as soon.
+  'wal_retrieve_retry_interval = 500ms',
 ].join('\n');
 
 /** The standby's connection to its primary. `dbname` is required by slot sync; the password comes from `passfile`. */
