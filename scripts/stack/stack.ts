@@ -5,10 +5,15 @@ import { OutboxError } from 'outbox-router/errors';
 import { resolveStackConfig, type StackConfig, type StackOptions } from './config';
 import { findJava, type JavaRuntime } from './java';
 import { stackPaths, type StackPaths } from './paths';
+import {
+  CLUSTER_POSTGRES_NAMES, clusterPostgresLog, isClusterPostgresName, clusterPostgresStatus, downClusterPostgres, failoverClusterPostgres, rebuildClusterStandby, stopClusterPostgres,
+  type ClusterPostgresName,
+} from './cluster-postgres';
 import * as pg from './postgres';
+import type { FailoverReport, RebuildReport } from './postgres-ha';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
-import { childPidsOf, isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
+import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
 import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmServiceName, type JvmSlot } from './services';
 import { DEFAULT_STACK_PROFILE, STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
 import { effectiveProfile, recordedProfile, recordProfile } from './stack-profile';
@@ -16,13 +21,13 @@ import { runningPid, upStack, type StepEvent } from './start-up';
 
 export { exactlyOnceSourceFor, jvmTemplateValues, type StepEvent } from './start-up';
 
-export type ServiceName = 'postgres' | JvmServiceName;
+export type ServiceName = 'postgres' | ClusterPostgresName | JvmServiceName;
 /** The single profile's services (the default); `serviceNames(profile)` for either. */
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
 
 /** A profile's services in `stack status` order: PostgreSQL, the brokers, the registry, the workers. */
 export function serviceNames(profile: StackProfile): ServiceName[] {
-  return ['postgres', ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
+  return ['postgres', ...(profile === 'cluster' ? CLUSTER_POSTGRES_NAMES : []), ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
 }
 
 export interface ServiceStatus {
@@ -60,6 +65,13 @@ export interface Stack {
    * them (resolveServices). `up()` starts again what is down, and only that.
    */
   stopService(name: ServiceName, options?: { kill?: boolean }): Promise<'stopped' | 'killed' | 'not running'>;
+  /**
+   * The cluster profile's primary failover: SIGKILL of the primary, promotion of the standby, the proxy on
+   * the stack's PostgreSQL address moved to it. The old primary stays down until rebuildStandby().
+   */
+  failoverPostgres(onStep?: (event: StepEvent) => void): Promise<FailoverReport>;
+  /** The cluster profile: the node that is not the primary back as its synchronous standby. */
+  rebuildStandby(onStep?: (event: StepEvent) => void): Promise<RebuildReport>;
 }
 
 export function createStack(options: StackOptions = {}): Stack {
@@ -78,6 +90,7 @@ export function createStack(options: StackOptions = {}): Stack {
     profile,
 
     logFile(name) {
+      if (isClusterPostgresName(name) || (profile === 'cluster' && name === 'postgres')) return clusterPostgresLog(paths, name);
       if (name === 'postgres') {
         return existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths).logFile : join(paths.stateDir, 'postgres', 'postgres.log');
       }
@@ -93,6 +106,14 @@ export function createStack(options: StackOptions = {}): Stack {
       const outcomes: Array<'stopped' | 'killed' | 'not running'> = [];
       for (const target of resolveServices(name)) outcomes.push(await stopService(paths, profile, target, kill));
       return outcomes.find((o) => o !== 'not running') ?? 'not running';
+    },
+    async failoverPostgres(onStep = () => {}) {
+      assertCluster(profile, 'failover');
+      return failoverClusterPostgres(paths, onStep);
+    },
+    async rebuildStandby(onStep = () => {}) {
+      assertCluster(profile, 'rebuildStandby');
+      return rebuildClusterStandby(paths, onStep);
     },
     down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, clean, onStep),
     status: () => stackStatus(paths, profile, services),
@@ -141,34 +162,19 @@ function javaRuntimes(config: StackConfig): { java: JavaRuntime; registryJava: J
   };
 }
 
+function assertCluster(profile: StackProfile, what: string): void {
+  if (profile === 'cluster') return;
+  throw new OutboxError('STACK_PROFILE_MISMATCH', `${what} needs the cluster profile's PostgreSQL primary and standby; this stack runs the ${profile} profile. Start it with \`stack down --clean\`, then \`stack up --profile cluster\`.`, { details: { profile } });
+}
+
 async function stopService(paths: StackPaths, profile: StackProfile, name: ServiceName, kill: boolean): Promise<'stopped' | 'killed' | 'not running'> {
+  if (isClusterPostgresName(name) || (profile === 'cluster' && name === 'postgres')) return stopClusterPostgres(paths, name, kill);
   if (name === 'postgres') {
     const install = pg.findPostgres();
     const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
     if (!install || !layout) return 'not running';
-    if (kill) {
-      const pid = pg.postgresPid(layout);
-      if (pid === undefined || !isAlive(pid)) return 'not running';
-      const children = childPidsOf(pid);
-      process.kill(pid, 'SIGKILL');
-      while (isAlive(pid)) await sleep(50);
-      // Backends notice the postmaster's death and exit (a busy one at its next check): 15 s, then SIGKILL.
-      const deadline = Date.now() + 15_000;
-      while (children.some(isAlive) && Date.now() < deadline) await sleep(100);
-      for (const child of children.filter(isAlive)) {
-        try {
-          process.kill(child, 'SIGKILL');
-        } catch {
-          // it exited meanwhile
-        }
-      }
-      while (children.some(isAlive)) await sleep(50);
-      // Until the dead postmaster is reaped too: `pg_ctl status` (kill 0) counts a zombie as a running
-      // server, so up() would not start it and then see it "exit during start-up".
-      const reaped = Date.now() + 10_000;
-      while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(100);
-      return 'killed';
-    }
+    // SIGKILL: backends notice the postmaster's death and exit; waited for, and the postmaster reaped (see killPostgres).
+    if (kill) return (await pg.killPostgres(layout)) ? 'killed' : 'not running';
     return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';
   }
   const pid = runningPid(paths, name);
@@ -210,6 +216,8 @@ async function downStack(paths: StackPaths, clean: boolean, onStep: (event: Step
   }
   const stopped = install && layout ? pg.stopPostgres(install, layout) : false;
   onStep({ step: 'postgres', ms: Date.now() - t, detail: stopped ? 'stopped' : 'not running' });
+  // The cluster profile's pair, whatever profile runs now (as with the JVMs above).
+  if (existsSync(join(paths.stateDir, 'postgres-ha'))) await downClusterPostgres(paths, clean, onStep);
   for (const { version } of POSTGRES_MATRIX) {
     const m = Date.now();
     if (stopMatrixCluster(paths, version, { clean })) onStep({ step: 'postgres', ms: Date.now() - m, detail: `PostgreSQL ${version} (version matrix) stopped` });
@@ -242,18 +250,8 @@ async function stopJvm(paths: StackPaths, slot: JvmSlot, onStep: (event: StepEve
 
 async function stackStatus(paths: StackPaths, profile: StackProfile, services: () => JvmService[]): Promise<ServiceStatus[]> {
   const out: ServiceStatus[] = [];
-  const install = pg.findPostgres();
-  const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
-  const pgPid = install && layout && pg.postgresRunning(install, layout) ? pg.postgresPid(layout) : undefined;
-  out.push({
-    name: 'postgres',
-    ports: [STACK_PORTS.postgres],
-    pid: pgPid,
-    running: pgPid !== undefined,
-    ...(pgPid !== undefined ? await quickProbe(() => probePostgres()) : { ready: false, detail: 'not running' }),
-    rssBytes: pgPid !== undefined ? treeRssBytes(pgPid) : 0,
-    logFile: layout?.logFile ?? join(paths.stateDir, 'postgres', 'postgres.log'),
-  });
+  if (profile === 'cluster') out.push(...(await clusterPostgresStatus(paths)));
+  else out.push(await singlePostgresStatus(paths));
   let jvms: JvmService[] = [];
   try {
     jvms = services();
@@ -275,4 +273,19 @@ async function stackStatus(paths: StackPaths, profile: StackProfile, services: (
     });
   }
   return out;
+}
+
+async function singlePostgresStatus(paths: StackPaths): Promise<ServiceStatus> {
+  const install = pg.findPostgres();
+  const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
+  const pgPid = install && layout && pg.postgresRunning(install, layout) ? pg.postgresPid(layout) : undefined;
+  return {
+    name: 'postgres',
+    ports: [STACK_PORTS.postgres],
+    pid: pgPid,
+    running: pgPid !== undefined,
+    ...(pgPid !== undefined ? await quickProbe(() => probePostgres()) : { ready: false, detail: 'not running' }),
+    rssBytes: pgPid !== undefined ? treeRssBytes(pgPid) : 0,
+    logFile: layout?.logFile ?? join(paths.stateDir, 'postgres', 'postgres.log'),
+  };
 }

@@ -6,6 +6,7 @@ import { DEFAULT_EXACTLY_ONCE_SOURCE, type ExactlyOnceSource, type StackConfig }
 import { renderClusterConfigs, type ClusterRenderOptions } from './cluster-configs';
 import { ensureJars } from './fetch-jars';
 import type { StackPaths } from './paths';
+import { clusterProxyRunning, upClusterPostgres } from './cluster-postgres';
 import * as pg from './postgres';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { findProcesses, isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, tailLines } from './processes';
@@ -46,7 +47,7 @@ export async function upStack(
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
   const exactlyOnceSource = exactlyOnceSourceFor(config, paths, profile);
   renderConfigs(paths, profile, { exactlyOnceSource, rebalanceDelayMs: config.connectRebalanceDelayMs });
-  step('postgres', await upDatabase(config, paths, profile));
+  step('postgres', await upDatabase(config, paths, profile, onStep));
 
   const ready = (service: JvmService, pid: number) => waitReady(config, service.name, service.probe, service.logFile, pid);
   const already = (started: boolean) => (started ? '' : ' (already running)');
@@ -75,11 +76,11 @@ export async function upStack(
 }
 
 /**
- * The database of a profile. Both run the one PostgreSQL on 55432 for now; the cluster profile's
- * primary + standby behind a proxy on the same port plugs in here.
+ * The database of a profile: the single profile's one PostgreSQL on 55432, or the cluster profile's
+ * PostgreSQL 17 primary + synchronous standby behind a proxy on the same address (cluster-postgres.ts).
  */
-async function upDatabase(config: StackConfig, paths: StackPaths, _profile: StackProfile): Promise<string> {
-  return upPostgres(config, paths);
+async function upDatabase(config: StackConfig, paths: StackPaths, profile: StackProfile, onStep: (event: StepEvent) => void): Promise<string> {
+  return profile === 'cluster' ? upClusterPostgres(paths, onStep) : upPostgres(config, paths);
 }
 
 /** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
@@ -185,7 +186,7 @@ async function waitReady(config: StackConfig, service: string, probe: Probe, log
 /** Every port a service we will start needs, checked before anything starts: fail in 1 s, not 20. */
 async function preflightPorts(paths: StackPaths, jvms: JvmService[]): Promise<void> {
   const install = pg.findPostgres();
-  const pgUp = install !== undefined && pg.postgresRunning(install, pg.postgresLayout(paths));
+  const pgUp = (install !== undefined && pg.postgresRunning(install, pg.postgresLayout(paths))) || clusterProxyRunning(paths);
   if (!pgUp) await assertPortsFree('postgres', [STACK_PORTS.postgres], pg.postgresLayout(paths).logFile);
   for (const service of jvms) {
     if (runningPid(paths, service.name) === undefined) await assertPortsFree(service.name, service.ports, service.logFile);
