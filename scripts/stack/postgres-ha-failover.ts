@@ -80,8 +80,8 @@ export async function failover(paths: StackPaths, { kill = true }: { kill?: bool
   const gone = new Promise<void>((resolve) => (exited = resolve));
   // Promotion starts once the old primary's processes have exited; their reaping is waited for at the end.
   const killing = kill ? pg.killPostgres(ctx.layouts[from], { onKilled: () => (killedAt = Date.now()), onExited: exited }) : Promise.resolve(pg.stopPostgres(ctx.install, ctx.layouts[from]));
-  await Promise.race([gone, killing]);
-  onStep({ step: `node ${from}`, ms: Date.now() - killedAt, detail: kill ? 'killed (SIGKILL)' : 'stopped' });
+  const ran = await Promise.race([gone.then(() => true), killing]);
+  onStep({ step: `node ${from}`, ms: Date.now() - killedAt, detail: !ran ? 'was not running' : kill ? 'killed (SIGKILL)' : 'stopped' });
 
   const before = await withNode(ctx, to, async (c) =>
     (await c.query<{ receive: string | null; replay: string | null }>('SELECT pg_last_wal_receive_lsn()::text AS receive, pg_last_wal_replay_lsn()::text AS replay')).rows[0],

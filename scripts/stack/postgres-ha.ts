@@ -107,7 +107,7 @@ export interface NodeStatus {
 
 export interface PairStatus {
   nodes: NodeStatus[];
-  proxy: { port: number; pid?: number; target: NodeName };
+  proxy: { port: number; pid?: number; rssBytes: number; target: NodeName };
 }
 
 export async function pairStatus(paths: StackPaths, options: HaOptions = {}): Promise<PairStatus> {
@@ -131,7 +131,8 @@ export async function pairStatus(paths: StackPaths, options: HaOptions = {}): Pr
     const seen = await replicationOf(ctx, peerOf(name), name).catch(() => undefined);
     nodes.push({ ...base, role: 'standby', replayLsn, lagBytes: seen?.lagBytes ?? null, syncState: seen?.syncState ?? 'not connected', slots });
   }
-  return { nodes, proxy: { port: ctx.ports.proxy, pid: proxyPid(ctx), target: primary } };
+  const proxy = proxyPid(ctx);
+  return { nodes, proxy: { port: ctx.ports.proxy, pid: proxy, rssBytes: proxy === undefined ? 0 : treeRssBytes(proxy), target: primary } };
 }
 
 /**
