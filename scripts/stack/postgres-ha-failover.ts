@@ -76,9 +76,12 @@ export async function failover(paths: StackPaths, { kill = true }: { kill?: bool
     // the primary is already down: nothing to record
   }
   let killedAt = Date.now();
-  if (kill) await pg.killPostgres(ctx.layouts[from], () => (killedAt = Date.now()));
-  else pg.stopPostgres(ctx.install, ctx.layouts[from]);
-  onStep({ step: `node ${from}`, ms: Date.now() - killedAt, detail: kill ? 'killed (SIGKILL)' : 'stopped' });
+  let exited = (): void => {};
+  const gone = new Promise<void>((resolve) => (exited = resolve));
+  // Promotion starts once the old primary's processes have exited; their reaping is waited for at the end.
+  const killing = kill ? pg.killPostgres(ctx.layouts[from], { onKilled: () => (killedAt = Date.now()), onExited: exited }) : Promise.resolve(pg.stopPostgres(ctx.install, ctx.layouts[from]));
+  const ran = await Promise.race([gone.then(() => true), killing]);
+  onStep({ step: `node ${from}`, ms: Date.now() - killedAt, detail: !ran ? 'was not running' : kill ? 'killed (SIGKILL)' : 'stopped' });
 
   const before = await withNode(ctx, to, async (c) =>
     (await c.query<{ receive: string | null; replay: string | null }>('SELECT pg_last_wal_receive_lsn()::text AS receive, pg_last_wal_replay_lsn()::text AS replay')).rows[0],
@@ -97,6 +100,7 @@ export async function failover(paths: StackPaths, { kill = true }: { kill?: bool
   const after = await withNode(ctx, to, async (c) =>
     (await c.query<{ lsn: string; tli: number }>('SELECT pg_current_wal_lsn()::text AS lsn, timeline_id AS tli FROM pg_control_checkpoint()')).rows[0],
   );
+  await killing;
   return {
     from,
     to,

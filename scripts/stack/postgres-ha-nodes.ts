@@ -2,7 +2,7 @@
  * The building blocks of the PostgreSQL pair (postgres-ha.ts): where each node lives, starting and
  * seeding nodes, giving a node its role, waiting for replication, and the proxy in front of them.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -137,7 +137,7 @@ export async function ensurePhysicalSlot(ctx: HaContext, primary: NodeName, stan
  * A fresh copy of the primary's data as `standby`'s folder, by PostgreSQL's own backup API:
  * pg_backup_start, a file copy, pg_backup_stop, its label as backup_label. Not pg_basebackup: zonky's
  * builds ship only initdb, pg_ctl and postgres, and Debian 12's client tools are PostgreSQL 15's, which
- * refuse a newer server. The copy leaves out pg_wal: the standby streams the WAL from the backup's start
+ * refuse a newer server. The copy holds the backup's own WAL (copyBackupWal); the standby streams the rest
  * through its physical slot, made (reserving WAL) before the backup starts.
  */
 export async function baseBackup(ctx: HaContext, primary: NodeName, standby: NodeName): Promise<void> {
@@ -150,10 +150,11 @@ export async function baseBackup(ctx: HaContext, primary: NodeName, standby: Nod
   const removed = rm(old, { recursive: true, force: true });
   mkdirSync(target.dataDir, { recursive: true, mode: 0o700 });
   await withNode(ctx, primary, async (client) => {
-    await client.query('SELECT pg_backup_start($1, true)', [`${standbyName(standby)} ${new Date().toISOString()}`]);
+    const started = await client.query<{ wal: string }>('SELECT pg_walfile_name(pg_backup_start($1, true)) AS wal', [`${standbyName(standby)} ${new Date().toISOString()}`]);
     // GNU tar exits 1 when a file changed while read: expected here, the WAL replay repairs it (full-page writes).
     const copy = run('sh', ['-c', `tar -C "$1" -cf - ${COPY_EXCLUDES.map((e) => `'--exclude=${e}'`).join(' ')} --warning=no-file-changed --warning=no-file-removed --ignore-failed-read . | tar -C "$2" -xf -`, 'copy', source, target.dataDir]);
-    const { rows } = await client.query<{ labelfile: string; spcmapfile: string | null }>('SELECT labelfile, spcmapfile FROM pg_backup_stop(false)');
+    const { rows } = await client.query<{ labelfile: string; spcmapfile: string | null; wal: string }>('SELECT labelfile, spcmapfile, pg_walfile_name(lsn) AS wal FROM pg_backup_stop(false)');
+    copyBackupWal(source, target.dataDir, started.rows[0]?.wal ?? '', rows[0]?.wal ?? '');
     if (copy.status > 1) {
       throw new OutboxError('STACK_SERVICE_FAILED', `Copying node ${primary}'s data to node ${standby} failed (disk full?): ${copy.output.trim()}`, { details: { service: 'postgres' } });
     }
@@ -165,6 +166,17 @@ export async function baseBackup(ctx: HaContext, primary: NodeName, standby: Nod
   }
   pg.chownToPostgres(target.root);
   await removed;
+}
+
+/**
+ * The WAL segments from the backup's start to its end, and the timeline histories, as `pg_basebackup -X
+ * fetch` includes them: without them the new standby reads its first checkpoint through the walreceiver,
+ * which it starts only after seconds of waiting. A segment still being written is fine: recovery stops
+ * at its last valid record and streams the rest through the slot.
+ */
+function copyBackupWal(source: string, target: string, first: string, last: string): void {
+  const wanted = (f: string): boolean => f.endsWith('.history') || (/^[0-9A-F]{24}$/.test(f) && f >= first && f <= last);
+  for (const file of readdirSync(join(source, 'pg_wal')).filter(wanted)) copyFileSync(join(source, 'pg_wal', file), join(target, 'pg_wal', file));
 }
 
 /** What pg_basebackup leaves out too: the server's run-time files, the WAL (streamed), slots (per server). */

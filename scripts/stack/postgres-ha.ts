@@ -8,7 +8,13 @@
  * standby by its slot-sync worker (sync_replication_slots = on, hot_standby_feedback = on, a dbname in
  * primary_conninfo, a physical slot via primary_slot_name), and the primary holds logical decoding back
  * until that standby has the WAL (synchronized_standby_slots). A slot made without failover = true is not
- * copied: after a failover it is missing on the new primary.
+ * copied: after a failover it is missing on the new primary. The standby's copy is usable (synced, not
+ * temporary) only once the primary's slot has advanced past an xl_running_xacts record written after
+ * the standby took its copy (the bgwriter writes one every 15 s of activity): a slot that is never
+ * consumed after the standby appears stays temporary there, and a failover then loses it.
+ *
+ * The standby is seeded with PostgreSQL's backup API and a file copy, and a former primary is rebuilt
+ * the same way: zonky's builds carry no pg_basebackup or pg_rewind (postgres-ha-nodes.ts, baseBackup).
  *
  * Roles are data, not settings files: standby.signal plus postgresql.auto.conf (ALTER SYSTEM), so a role
  * swap is a promotion and a few ALTER SYSTEM statements. The proxy's target file names the primary.
@@ -107,7 +113,7 @@ export interface NodeStatus {
 
 export interface PairStatus {
   nodes: NodeStatus[];
-  proxy: { port: number; pid?: number; target: NodeName };
+  proxy: { port: number; pid?: number; rssBytes: number; target: NodeName };
 }
 
 export async function pairStatus(paths: StackPaths, options: HaOptions = {}): Promise<PairStatus> {
@@ -131,7 +137,8 @@ export async function pairStatus(paths: StackPaths, options: HaOptions = {}): Pr
     const seen = await replicationOf(ctx, peerOf(name), name).catch(() => undefined);
     nodes.push({ ...base, role: 'standby', replayLsn, lagBytes: seen?.lagBytes ?? null, syncState: seen?.syncState ?? 'not connected', slots });
   }
-  return { nodes, proxy: { port: ctx.ports.proxy, pid: proxyPid(ctx), target: primary } };
+  const proxy = proxyPid(ctx);
+  return { nodes, proxy: { port: ctx.ports.proxy, pid: proxy, rssBytes: proxy === undefined ? 0 : treeRssBytes(proxy), target: primary } };
 }
 
 /**

@@ -153,18 +153,20 @@ export function startPostgres(install: PostgresInstall, layout: PostgresLayout):
  * SIGKILL of the postmaster, as in a crash: no shutdown checkpoint, the next start runs crash recovery.
  * Its backends exit by themselves once they see it gone (a busy one at its next check) and are waited
  * for, since a new postmaster refuses to start while they hold the shared memory; then the dead
- * postmaster is waited for until reaped, since `pg_ctl status` counts a zombie as running. `onKilled`
- * runs right after the signal (failover timings start there). Returns false when it was not running.
+ * postmaster is waited for until reaped, since `pg_ctl status` counts a zombie as running (reaping can
+ * take seconds when the machine's init reaps orphans slowly). `onKilled` runs right after the signal,
+ * `onExited` once every process has exited, before the reaping (a failover need not wait for that).
+ * Returns false when it was not running.
  */
-export async function killPostgres(layout: PostgresLayout, onKilled: () => void = () => {}): Promise<boolean> {
+export async function killPostgres(layout: PostgresLayout, { onKilled = () => {}, onExited = () => {} }: { onKilled?: () => void; onExited?: () => void } = {}): Promise<boolean> {
   const pid = postgresPid(layout);
   if (pid === undefined || !isAlive(pid)) return false;
   const children = childPidsOf(pid);
   process.kill(pid, 'SIGKILL');
   onKilled();
-  while (isAlive(pid)) await sleep(20);
+  while (isAlive(pid)) await sleep(10);
   const deadline = Date.now() + 15_000;
-  while (children.some(isAlive) && Date.now() < deadline) await sleep(50);
+  while (children.some(isAlive) && Date.now() < deadline) await sleep(10);
   for (const child of children.filter(isAlive)) {
     try {
       process.kill(child, 'SIGKILL');
@@ -172,7 +174,8 @@ export async function killPostgres(layout: PostgresLayout, onKilled: () => void 
       // it exited meanwhile
     }
   }
-  while (children.some(isAlive)) await sleep(20);
+  while (children.some(isAlive)) await sleep(10);
+  onExited();
   const reaped = Date.now() + 10_000;
   while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(50);
   return true;

@@ -152,6 +152,8 @@ describe('PostgreSQL 17 primary + synchronous standby with failover slots (clust
     const synced = await syncToStandby(ports.a, ports.b, failoverSlot);
     expect(synced).toMatchObject({ slot_type: 'logical', failover: true, synced: true, temporary: false, invalidation_reason: null });
     expect(await query(ports.b, 'SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [plainSlot])).toEqual([]);
+    const standby = (await pairStatus(paths, options)).nodes.find((n) => n.name === 'b');
+    expect(standby?.slots?.map((slot) => [slot.slot_name, slot.synced, slot.temporary])).toEqual([[failoverSlot, true, false]]);
 
     const writes = writer(table, 100);
     while (writes.acked.length < 30) await sleep(20);
