@@ -115,6 +115,21 @@ export const watchdogSchema = z
      * Independent of watchConnector: a relay-only deployment has an outbox too.
      */
     watchOutbox: z.boolean().default(true),
+    /**
+     * A PostgreSQL 17+ standby of the watched primary (docs/watchdog.md, "Failover slots"): every poll reads
+     * its pg_replication_slots and fires FailoverSlotNotReady when a failover slot of the primary is missing
+     * there, not synced, temporary or invalidated. `databaseUrl` is a postgres:// URL; a user or password it
+     * leaves out is watchdog.user / watchdog.password (else database.*). Its credentials are never printed.
+     */
+    standby: z
+      .object({
+        databaseUrl: z
+          .string()
+          .regex(/^postgres(ql)?:\/\/[^\s]+$/, 'a postgres:// URL such as postgres://monitor@standby-host:5432/app')
+          .optional(),
+      })
+      .strict()
+      .prefault({}),
     /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
     user: z.string().min(1).optional(),
     password: z.string().min(1).optional(),
