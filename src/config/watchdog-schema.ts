@@ -52,6 +52,12 @@ export const watchdogRulesSchema = z
     /** OutboxTableSize: pg_total_relation_size of the outbox table (heap, indexes, TOAST). */
     outboxTableBytes: thresholds(bytes, 'outboxTableBytes', 1024 ** 3, 10 * 1024 ** 3),
     outboxTableSizeForMs: ms('outboxTableSizeForMs').default(10 * 60_000),
+    /**
+     * FailoverSlotNotReady holds this long before it fires: the standby's sync worker copies a new or
+     * advanced slot on its own cycle (up to 30 s while idle), and a new slot stays temporary until the
+     * standby has caught up with it.
+     */
+    failoverSlotNotReadyForMs: ms('failoverSlotNotReadyForMs').default(2 * 60_000),
   })
   .strict()
   .refine((r) => r.retainedBytes.warning <= r.retainedBytes.critical, { message: 'retainedBytes.warning must not exceed retainedBytes.critical', path: ['retainedBytes'] })
