@@ -93,7 +93,7 @@ describe('the replication guard reads the cluster only where it applies', () => 
         calls.push('fetchTopicMetadata');
         return { topics: names.map((name) => ({ name, partitions: [{ partitionId: 0, replicas: Array.from({ length: topics[name]?.[0] ?? 1 }, (_, i) => i) }] })) };
       }) as unknown as TopicAdmin['fetchTopicMetadata'],
-      describeConfigs: (async ({ resources }: { resources: Array<{ type: number; name: string; configNames: string[] }> }) => {
+      describeConfigs: (async ({ resources }: { resources: Array<{ type: ConfigResourceTypes; name: string; configNames: string[] }> }) => {
         calls.push(`describeConfigs:${resources.map((r) => r.type).join(',')}`);
         return {
           throttleTime: 0,
