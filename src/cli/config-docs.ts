@@ -11,6 +11,10 @@ const COMPUTED_DEFAULTS: Record<string, string> = {
   'router.groupId': '`router.consumer`',
   'router.topics': "the routed topics of the handlers' aggregate types, named by `connector.topicReplacement` (`outbox.event.<type>`)",
   'router.poolSize': 'partitions × lanes + 2',
+  'router.dlqReplicationFactor': 'min(3, brokers)',
+  'router.dlqMinInsyncReplicas': "`2` on 3+ brokers, else the broker's",
+  'relay.topicReplicationFactor': 'min(3, brokers)',
+  'relay.topicMinInsyncReplicas': "`2` on 3+ brokers, else the broker's",
   'router.schemasDir': 'the package\'s `schemas/`',
   'console.routerMetricsUrl': '`http://<router.metricsHost>:<router.metricsPort>/metrics`',
 };

@@ -59,7 +59,10 @@ export const relaySchema = z
     unhealthyAfterMs: positiveInt(24 * 60 * 60 * 1000).default(60_000),
     /** Topics the relay creates when they are missing, as Connect's topic.creation.default.* does for CDC. */
     topicPartitions: positiveInt(10_000).default(3),
-    topicReplicationFactor: positiveInt(100).default(1),
+    /** unset: min(3, brokers) (src/topics/replication.ts): 1 on the one-broker local stack, 3 on a production cluster. */
+    topicReplicationFactor: positiveInt(100).optional(),
+    /** unset: 2 on a cluster of 3+ brokers, else the broker's default. */
+    topicMinInsyncReplicas: positiveInt(100).optional(),
     /** `outbox relay`'s /metrics, /livez, /readyz and /healthz. */
     metricsPort: z.number().int().min(0).max(65535).default(STACK_PORTS.relayMetrics),
     metricsHost: z.string().min(1).default(STACK_HOST),

@@ -58,8 +58,13 @@ export const routerSettingsSchema = z
     unknownEventTypes: z.record(z.string(), z.enum(UNKNOWN_EVENT_TYPE_POLICIES)).default({}),
     /** Dead-letter topics the router creates: retention (-1: forever; the DLQ is the only copy of a dead letter). */
     dlqRetentionMs: z.number().int().min(-1).default(-1),
-    /** Replication factor of the dead-letter topics it creates (1 suits the one-broker local stack only). */
-    dlqReplicationFactor: z.number().int().min(1).max(32).default(1),
+    /**
+     * Replication factor of the dead-letter topics it creates; unset: min(3, brokers) (src/topics/replication.ts),
+     * so 1 on the one-broker local stack and 3 on a production cluster.
+     */
+    dlqReplicationFactor: z.number().int().min(1).max(32).optional(),
+    /** Their min.insync.replicas; unset: 2 on a cluster of 3+ brokers, else the broker's default. */
+    dlqMinInsyncReplicas: z.number().int().min(1).max(32).optional(),
     /** A handler running longer fails its attempt; its connection is closed, cancelling the statement. 0: no limit. */
     handlerTimeoutMs: z.number().int().min(0).default(30_000),
     /**
@@ -132,6 +137,7 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_UNKNOWN_EVENT_TYPE', path: ['router', 'unknownEventType'] },
   { env: 'OUTBOX_ROUTER_DLQ_RETENTION_MS', path: ['router', 'dlqRetentionMs'] },
   { env: 'OUTBOX_ROUTER_DLQ_REPLICATION_FACTOR', path: ['router', 'dlqReplicationFactor'] },
+  { env: 'OUTBOX_ROUTER_DLQ_MIN_INSYNC_REPLICAS', path: ['router', 'dlqMinInsyncReplicas'] },
   { env: 'OUTBOX_ROUTER_HANDLER_TIMEOUT_MS', path: ['router', 'handlerTimeoutMs'] },
   { env: 'OUTBOX_ROUTER_SESSION_TIMEOUT_MS', path: ['router', 'sessionTimeoutMs'] },
   { env: 'OUTBOX_ROUTER_TOPIC_REFRESH_MS', path: ['router', 'topicRefreshMs'] },

@@ -239,6 +239,13 @@ export const connectorSchema = z
      * with read_committed (the router does). docs/connector.md has the measured cost.
      */
     exactlyOnce: z.boolean().default(false),
+    /**
+     * Debezium's `slot.failover` (PostgreSQL 17+ failover slots: the slot is synchronized to standbys with
+     * sync_replication_slots=on and survives a failover). `auto`: on where the server is 17+, off before
+     * (Debezium ignores it there anyway). Only a slot Debezium creates gets it: an existing slot is not
+     * altered (connector:deploy says so and how; docs/connector.md, "Failover slots").
+     */
+    slotFailover: z.enum(['auto', 'on', 'off']).default('auto'),
     deployTimeoutMs: z.number().int().positive().default(90_000),
   })
   .strict();

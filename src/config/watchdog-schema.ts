@@ -52,6 +52,12 @@ export const watchdogRulesSchema = z
     /** OutboxTableSize: pg_total_relation_size of the outbox table (heap, indexes, TOAST). */
     outboxTableBytes: thresholds(bytes, 'outboxTableBytes', 1024 ** 3, 10 * 1024 ** 3),
     outboxTableSizeForMs: ms('outboxTableSizeForMs').default(10 * 60_000),
+    /**
+     * FailoverSlotNotReady holds this long before it fires: the standby's sync worker copies a new or
+     * advanced slot on its own cycle (up to 30 s while idle), and a new slot stays temporary until the
+     * standby has caught up with it.
+     */
+    failoverSlotNotReadyForMs: ms('failoverSlotNotReadyForMs').default(2 * 60_000),
   })
   .strict()
   .refine((r) => r.retainedBytes.warning <= r.retainedBytes.critical, { message: 'retainedBytes.warning must not exceed retainedBytes.critical', path: ['retainedBytes'] })
@@ -115,6 +121,21 @@ export const watchdogSchema = z
      * Independent of watchConnector: a relay-only deployment has an outbox too.
      */
     watchOutbox: z.boolean().default(true),
+    /**
+     * A PostgreSQL 17+ standby of the watched primary (docs/watchdog.md, "Failover slots"): every poll reads
+     * its pg_replication_slots and fires FailoverSlotNotReady when a failover slot of the primary is missing
+     * there, not synced, temporary or invalidated. `databaseUrl` is a postgres:// URL; a user or password it
+     * leaves out is watchdog.user / watchdog.password (else database.*). Its credentials are never printed.
+     */
+    standby: z
+      .object({
+        databaseUrl: z
+          .string()
+          .regex(/^postgres(ql)?:\/\/[^\s]+$/, 'a postgres:// URL such as postgres://monitor@standby-host:5432/app')
+          .optional(),
+      })
+      .strict()
+      .prefault({}),
     /** Connect as this role (a role with pg_monitor is enough); default: database.user / database.password. */
     user: z.string().min(1).optional(),
     password: z.string().min(1).optional(),

@@ -27,9 +27,31 @@ export async function readSlot(client: Client, slotName: string): Promise<SlotIn
     restartLsn: row.restartLsn,
     confirmedFlushLsn: row.confirmedFlushLsn,
     walStatus: row.walStatus,
+    failover: row.failover,
     retainedWalBytes: row.retainedBytes,
     confirmedLagBytes: row.flushLagBytes,
   };
+}
+
+/** What a deploy needs to know of the server before it builds the config. */
+export interface ServerFacts {
+  /** server_version_num, e.g. 170005: decides connector.slotFailover `auto`. */
+  versionNum: number;
+  /**
+   * The WAL timeline (1 on a server that was never promoted or restored to a point in time): a slot missing
+   * under a stored offset on timeline > 1 is the loss of a failover without failover slots. null on a standby.
+   */
+  timeline: number | null;
+}
+
+/** One round trip; pg_walfile_name needs no privilege (pg_control_checkpoint would). */
+export async function readServerFacts(client: Pick<Client, 'query'>): Promise<ServerFacts> {
+  const { rows } = await client.query<{ version_num: number; timeline: number | null }>(
+    `SELECT current_setting('server_version_num')::int AS version_num,
+            CASE WHEN pg_is_in_recovery() THEN NULL
+                 ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`,
+  );
+  return { versionNum: Number(rows[0]?.version_num), timeline: rows[0]?.timeline ?? null };
 }
 
 /**

@@ -6,12 +6,13 @@ import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
 import { registerCleanupSlot, runOutboxCleanup } from '../cleanup';
-import { countUnpublishedRows, forgetCleanupState, missingPrerequisites, prerequisiteError, readSlot, withAdmin } from './database';
+import { countUnpublishedRows, forgetCleanupState, missingPrerequisites, prerequisiteError, readServerFacts, readSlot, withAdmin, type ServerFacts } from './database';
 import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
 import { topicFindings, type TopicAdmin } from './topic-guard';
-import { offsetForServer, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
+import { failoverSlotWarning, offsetForServer, promoted, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
+import { replicationRefusal } from '../topics/replication';
 import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
 
 export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
@@ -58,9 +59,11 @@ export interface DeployResult {
   elapsedMs: number;
 }
 
-function refuse(name: string, findings: GuardFinding[], created: boolean): OutboxError {
+function refuse(name: string, findings: GuardFinding[], created: boolean, server?: ServerFacts): OutboxError {
+  // The slot lost in a failover gets its own code: the recovery (relay or re-snapshot) differs from a slot dropped by hand only in the cause.
+  const failover = promoted(server?.timeline) && findings.some((f) => f.code === 'offset-without-slot');
   return new OutboxError(
-    'CONNECTOR_UNSAFE',
+    failover ? 'SLOT_MISSING_AFTER_FAILOVER' : 'CONNECTOR_UNSAFE',
     `Refusing to deploy connector ${name}${created ? ' (the connector just created to read its offsets was removed again)' : ''}; nothing was deployed:\n` +
       `${findings.map((f) => `  - ${f.message}`).join('\n')}\nResolve it as described, or deploy with --force (force: true) if you accept the consequence.`,
     { details: { findings: findings.map((f) => f.code) } },
@@ -80,7 +83,8 @@ interface Deployment {
   overridden: string[];
   /** Forced past an offset the slot cannot serve: reset it, so Debezium streams from the slot instead of failing. */
   resetOffsets: boolean;
-  guard: (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows'>) => GuardFinding[];
+  guard: (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows' | 'timeline'>) => GuardFinding[];
+  server: ServerFacts;
   storedOffset: () => Promise<Record<string, unknown> | undefined>;
 }
 
@@ -98,9 +102,13 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     options.onProgress?.({ step, detail, ms: Date.now() - started });
   };
   const client = options.client ?? createConnectClient(config.connect);
-  const built = desiredConnectorConfig(config, { build: options.build, force });
-  // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
-  const desired: ConnectorConfig = options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
+  const build = (serverVersionNum?: number): ConnectorConfig => {
+    const built = desiredConnectorConfig(config, { build: { ...options.build, ...(serverVersionNum ? { serverVersionNum } : {}) }, force });
+    // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
+    return options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
+  };
+  // Validated before the database is read; the server's version then decides slot.failover (auto), the one key it changes.
+  let desired = build();
   const name = desired.name as string;
   const slotName = desired['slot.name'] as string;
   const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);
@@ -109,13 +117,18 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   progress('validate', `Connect accepted the config (${Object.keys(desired).length} properties)`);
   if (options.resnapshot && !options.dryRun) await clearForResnapshot(config, client, { name, slotName, force, progress, log });
 
-  const { slot, preSlotRows } = await readDatabaseSide(config, desired, slotName);
+  const { slot, preSlotRows, server } = await readDatabaseSide(config, desired, slotName);
+  desired = build(server.versionNum);
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
-  const topics = await topicFindings(config, options.topicAdmin, Number(desired['topic.creation.default.replication.factor'] ?? -1));
-  if (topics.warning) log?.warn({ step: 'guard' }, topics.warning);
-  if (topics.durability) log?.warn({ step: 'guard' }, topics.durability);
-  const topicWarnings = [topics.warning, topics.durability].filter((w): w is string => w !== undefined);
+  const ownMinIsr = desired['topic.creation.default.min.insync.replicas'];
+  const topics = await topicFindings(config, options.topicAdmin, {
+    replicationFactor: Number(desired['topic.creation.default.replication.factor'] ?? -1),
+    ...(ownMinIsr !== undefined ? { minInsyncReplicas: Number(ownMinIsr) } : {}),
+  });
+  const failoverWarning = failoverSlotWarning(slot, desired['slot.failover'] === 'true', name);
+  const topicWarnings = [topics.warning, topics.durability, failoverWarning].filter((w): w is string => w !== undefined);
+  for (const w of topicWarnings) log?.warn({ step: 'guard' }, w);
 
   const current = await client.getConfig(name);
   const diff = diffConfigs(current, desired);
@@ -139,17 +152,26 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     progress,
     overridden,
     resetOffsets: false,
-    guard: (input) => [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, ...input }), ...topics.findings],
+    server,
+    guard: (input) => [...slotGuard({ slotName, database: config.database.database, slot, preSlotRows, timeline: server.timeline, ...input }), ...topics.findings],
     storedOffset: async () => offsetForServer(await client.offsets(name), desired['topic.prefix'] as string),
   };
 
+  const replicationMessages = topics.replication.map((p) => p.message);
   if (diff.unchanged) {
+    // Nothing is written, so the replication rule warns instead of refusing (the topics exist as they are).
+    for (const m of replicationMessages) log?.warn({ step: 'guard' }, m);
     const unchanged = result('unchanged', await checkUnchanged(deployment, current as Record<string, string>));
+    unchanged.warnings = [...(unchanged.warnings ?? []), ...replicationMessages];
     await registerCleanupFloor(config, slotName, log); // a deployment from before migration 012 gets registered too
     return unchanged;
   }
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
   for (const line of formatDiff(diff)) log?.info({ step: 'diff' }, line);
+  if (topics.replication.length > 0) {
+    if (!force) throw replicationRefusal(name, topics.replication);
+    overridden.push(...replicationMessages);
+  }
 
   await guardBeforeWrite(deployment, current, options.dryRun ?? false);
   if (options.dryRun) {
@@ -257,16 +279,17 @@ async function validateConfig(client: ConnectClient, desired: ConnectorConfig, n
 }
 
 /** The prerequisites (or an error naming what is missing), the slot, and the rows a slot-less start would skip. */
-async function readDatabaseSide(config: OutboxConfig, desired: ConnectorConfig, slotName: string): Promise<Pick<GuardInput, 'slot' | 'preSlotRows'>> {
+async function readDatabaseSide(config: OutboxConfig, desired: ConnectorConfig, slotName: string): Promise<Pick<GuardInput, 'slot' | 'preSlotRows'> & { server: ServerFacts }> {
   const heartbeat = desired['heartbeat.interval.ms'] !== '0';
   // A snapshot publishes the rows already in the table; no_data and never start at the end of WAL.
   const snapshots = !['no_data', 'never'].includes(desired['snapshot.mode'] as string);
   return withAdmin(config, async (db) => {
+    const server = await readServerFacts(db);
     const missing = await missingPrerequisites(db, config, heartbeat);
     if (missing.length > 0) throw prerequisiteError(config, missing);
     const found: SlotInfo | undefined = await readSlot(db, slotName);
     const count = found || snapshots ? 0 : await countUnpublishedRows(db, config);
-    return { slot: found, preSlotRows: { count, table: `${quoteIdent(config.outbox.schema)}.${quoteIdent(config.outbox.table)}` } };
+    return { server, slot: found, preSlotRows: { count, table: `${quoteIdent(config.outbox.schema)}.${quoteIdent(config.outbox.table)}` } };
   });
 }
 
@@ -280,7 +303,7 @@ async function checkUnchanged(d: Deployment, current: Record<string, string>): P
   const findings = await checkExisting(d, current);
   // A lost slot is not a warning about the past: the connector cannot stream from it at all, stopped or running.
   const lost = findings.filter((f) => f.code === 'slot-lost');
-  if (lost.length > 0 && !d.force) throw refuse(d.name, lost, false);
+  if (lost.length > 0 && !d.force) throw refuse(d.name, lost, false, d.server);
   const warnings = findings.map((f) => f.message);
   for (const w of warnings) d.log?.warn({ step: 'guard' }, w);
   d.progress('diff', 'unchanged: nothing to write');
@@ -307,12 +330,12 @@ async function guardBeforeWrite(d: Deployment, current: Record<string, string> |
   if (current || dryRun) {
     // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
     const findings = current ? await checkExisting(d, current) : d.guard({ connector: 'absent', offset: undefined });
-    if (!accept(d, findings)) throw refuse(d.name, findings, false);
+    if (!accept(d, findings)) throw refuse(d.name, findings, false, d.server);
   }
   if (!current && !d.force && !dryRun) {
     // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
     const early = d.guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
-    if (early.length > 0) throw refuse(d.name, early, false);
+    if (early.length > 0) throw refuse(d.name, early, false, d.server);
   }
 }
 
@@ -358,7 +381,7 @@ async function createStoppedThenResume(d: Deployment): Promise<void> {
   try {
     leftover = await d.storedOffset();
     const findings = d.guard({ connector: 'absent', offset: leftover });
-    if (!accept(d, findings)) throw refuse(name, findings, true);
+    if (!accept(d, findings)) throw refuse(name, findings, true, d.server);
     if (d.resetOffsets) {
       await client.resetOffsets(name);
       await forgetSlotState(d.config, desired['slot.name'] as string);

@@ -26,6 +26,8 @@ import type { SlotRow } from '../watchdog/slot-query';
 
 /** The connector's view of its slot: a projection of the one slot sample (src/watchdog/slot-query.ts), names as `connector:status --json` prints them. */
 export type SlotInfo = Pick<SlotRow, 'slotName' | 'database' | 'plugin' | 'active' | 'activePid' | 'restartLsn' | 'confirmedFlushLsn' | 'walStatus'> & {
+  /** PG17+: made as a failover slot (synchronized to standbys); null before 17. */
+  failover?: boolean | null;
   /** SlotRow.retainedBytes: WAL the slot keeps on disk. */
   retainedWalBytes: number | null;
   /** SlotRow.flushLagBytes: WAL not yet confirmed by the connector. */
@@ -60,7 +62,12 @@ export interface GuardInput {
    * connector would not snapshot the table; undefined or 0 = none.
    */
   preSlotRows?: { count: number; table: string };
+  /** The server's WAL timeline (database.ts readServerFacts): > 1 after a promotion or a point-in-time restore. */
+  timeline?: number | null;
 }
+
+/** Whether a missing slot under a stored offset looks like a failover's loss: the server was promoted. */
+export const promoted = (timeline: number | null | undefined): boolean => typeof timeline === 'number' && timeline > 1;
 
 /** `16/B374D848` as a number of bytes. */
 export function parseLsn(lsn: string): bigint {
@@ -141,12 +148,18 @@ export function slotGuard(input: GuardInput): GuardFinding[] {
     });
   }
   if (!slot && stored !== undefined) {
+    const failover = promoted(input.timeline)
+      ? `SLOT_MISSING_AFTER_FAILOVER: this server is on WAL timeline ${input.timeline}, so it was promoted from a standby (or restored to a point in time), and a slot that is not ` +
+        'a synchronized failover slot (PostgreSQL < 17, or connector.slotFailover off, or the standby not set up for slot sync) stays behind on the old primary. '
+      : '';
     findings.push({
       code: 'offset-without-slot',
       message:
-        `The connector has a stored offset (LSN ${formatLsn(stored)}) but slot "${slotName}" does not exist. Debezium would create a new slot at the ` +
-        'current end of WAL and silently skip every event written since that offset (DBZ-5739). Find out who dropped the slot; ' +
-        'to start over knowingly, delete the connector with --drop-slot (it also clears the offsets) and deploy again.',
+        `The connector has a stored offset (LSN ${formatLsn(stored)}) but slot "${slotName}" does not exist. ${failover}Debezium would create a new slot at the ` +
+        'current end of WAL and silently skip every event written since that offset (DBZ-5739), so the deploy never recreates it by itself. ' +
+        'Events committed after that LSN are still in the outbox table unless cleaned up: publish them with the relay (`outbox relay`, rows with published_at NULL; ' +
+        'under CDC the cleanup deletes only what the slot confirmed) or re-snapshot (`outbox connector:deploy --resnapshot`: every row still in the table is published again, ' +
+        'consumers drop duplicates by id). Find out who dropped the slot; to start over knowingly, delete the connector with --drop-slot (it also clears the offsets) and deploy again.',
     });
   }
   if (slot?.confirmedFlushLsn && stored !== undefined) {
@@ -162,4 +175,19 @@ export function slotGuard(input: GuardInput): GuardFinding[] {
     }
   }
   return findings;
+}
+
+/**
+ * A deploy that asks for a failover slot (slot.failover=true) while the slot already exists without it:
+ * Debezium only sets failover when it creates the slot, so this slot would not survive a failover. Pure.
+ */
+export function failoverSlotWarning(slot: SlotInfo | undefined, wanted: boolean, connector: string): string | undefined {
+  if (!wanted || !slot || slot.failover !== false) return undefined;
+  return (
+    `Slot "${slot.slotName}" exists without failover (pg_replication_slots.failover=false), but connector.slotFailover asks for a failover slot: Debezium does not alter ` +
+    'an existing slot, so after a failover to a standby this slot is gone and the events after its position with it. Make it a failover slot (PostgreSQL 17): stop the connector ' +
+    `(curl -X PUT <connect-url>/connectors/${connector}/stop), then over a replication connection run ` +
+    `psql "dbname=<database> replication=database" -c 'ALTER_REPLICATION_SLOT ${slot.slotName} ( FAILOVER true )', then \`outbox connector:resume\`. ` +
+    'Or drop and recreate it (connector:delete --drop-slot, then deploy; events committed while no slot exists must be published by the relay first, docs/connector.md, "Failover slots").'
+  );
 }

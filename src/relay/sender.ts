@@ -2,6 +2,7 @@ import type { Admin, Producer } from 'kafkajs';
 import type { Sender } from './publish';
 import { chunkByBytes, groupByTopic, type RelayRecord } from './records';
 import type { RelayRuntime } from './runtime';
+import { durabilityConfigEntries, durabilityForNewTopic } from '../topics/replication';
 
 /** Bytes per send: well under Kafka's default 1 MiB record-batch limit; a larger record goes alone. */
 const CHUNK_BYTES = 512 * 1024;
@@ -22,15 +23,21 @@ export function createSender(rt: RelayRuntime): Sender & { forget(): void } {
     const admin = rt.admin as Admin;
     const existing = new Set(await admin.listTopics());
     if (!existing.has(topic)) {
+      // Replicas and min.insync.replicas by the one rule (src/topics/replication.ts), unless relay.* sets them.
+      const durability = await durabilityForNewTopic(admin, {
+        replicationFactor: rt.settings.topicReplicationFactor,
+        minInsyncReplicas: rt.settings.topicMinInsyncReplicas,
+        names: { replicationFactor: 'relay.topicReplicationFactor', minInsyncReplicas: 'relay.topicMinInsyncReplicas' },
+      });
       await admin.createTopics({
         waitForLeaders: true,
         topics: [
           {
             topic,
             numPartitions: rt.settings.topicPartitions,
-            replicationFactor: rt.settings.topicReplicationFactor,
+            replicationFactor: durability.replicationFactor,
             // As the connector's topic.creation.default.max.message.bytes: the largest payload plus headroom.
-            configEntries: [{ name: 'max.message.bytes', value: String(Math.max(1024 * 1024, rt.config.outbox.maxPayloadBytes + HEADROOM_BYTES)) }],
+            configEntries: [{ name: 'max.message.bytes', value: String(Math.max(1024 * 1024, rt.config.outbox.maxPayloadBytes + HEADROOM_BYTES)) }, ...durabilityConfigEntries(durability)],
           },
         ],
       });

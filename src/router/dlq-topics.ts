@@ -1,4 +1,5 @@
 import type { Admin } from 'kafkajs';
+import { durabilityConfigEntries, durabilityForNewTopic } from '../topics/replication';
 import type { RouterRuntime } from './runtime';
 
 export interface DlqTopics {
@@ -6,9 +7,10 @@ export interface DlqTopics {
   ensureFor(sources: readonly string[]): Promise<void>;
   /**
    * dead-letter topic → its routed (source) topic: each created explicitly (idempotently). The DLQ holds
-   * the only copy of a dead letter, so it keeps it forever by default (dlqRetentionMs), with
-   * dlqReplicationFactor replicas and the source's partition count (a key's dead letters stay in one
-   * partition, in order).
+   * the only copy of a dead letter, so it keeps it forever by default (dlqRetentionMs), with the
+   * replication rule's replicas and min.insync.replicas (src/topics/replication.ts; dlqReplicationFactor
+   * and dlqMinInsyncReplicas override it) and the source's partition count (a key's dead letters stay in
+   * one partition, in order).
    */
   ensure(wanted: Map<string, string>): Promise<void>;
 }
@@ -30,19 +32,24 @@ export function createDlqTopics(rt: RouterRuntime): DlqTopics {
     if (wanted.size === 0) return;
     const { topics } = await admin.fetchTopicMetadata({ topics: [...new Set(wanted.values())] });
     const partitionsOf = new Map(topics.map((t) => [t.name, t.partitions.length]));
+    const durability = await durabilityForNewTopic(admin, {
+      replicationFactor: settings.dlqReplicationFactor,
+      minInsyncReplicas: settings.dlqMinInsyncReplicas,
+      names: { replicationFactor: 'router.dlqReplicationFactor', minInsyncReplicas: 'router.dlqMinInsyncReplicas' },
+    });
     // createTopics answers false (no error) for a topic that already exists, e.g. made by another replica.
     await admin.createTopics({
       waitForLeaders: true,
       topics: [...wanted].map(([dlq, source]) => ({
         topic: dlq,
         numPartitions: partitionsOf.get(source) ?? 1,
-        replicationFactor: settings.dlqReplicationFactor,
-        configEntries: [{ name: 'retention.ms', value: String(settings.dlqRetentionMs) }],
+        replicationFactor: durability.replicationFactor,
+        configEntries: [{ name: 'retention.ms', value: String(settings.dlqRetentionMs) }, ...durabilityConfigEntries(durability)],
       })),
     });
     for (const [dlq, source] of wanted) {
       known.add(dlq);
-      rt.logger.info({ event: 'router.dlq-created', topic: dlq, source, partitions: partitionsOf.get(source) ?? 1, retentionMs: settings.dlqRetentionMs }, 'router.dlq-created');
+      rt.logger.info({ event: 'router.dlq-created', topic: dlq, source, partitions: partitionsOf.get(source) ?? 1, retentionMs: settings.dlqRetentionMs, ...durability }, 'router.dlq-created');
     }
   }
 

@@ -82,7 +82,9 @@ export interface ResolvedSettings {
   unknownEventType: UnknownEventTypePolicy;
   unknownEventTypes: Readonly<Record<string, UnknownEventTypePolicy>>;
   dlqRetentionMs: number;
-  dlqReplicationFactor: number;
+  /** Unset: the replication rule decides (src/topics/replication.ts). */
+  dlqReplicationFactor?: number;
+  dlqMinInsyncReplicas?: number;
   allowGroupIdMismatch: boolean;
   handlerTimeoutMs: number;
   topicRefreshMs: number;

@@ -1,7 +1,7 @@
 import Table from 'cli-table3';
 import { formatDuration as formatAge } from '../watchdog/slot-lag-rules';
 import { formatBytes, formatDuration } from './format';
-import type { Level, Section, StatusReport } from './types';
+import type { Level, Section, SlotsData, StatusReport } from './types';
 
 export interface RenderOptions {
   /** ANSI colours for states; default: stdout is a terminal and NO_COLOR is unset. */
@@ -97,6 +97,7 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
       `Replication slots (configured: ${slots.slotName})${missing}` +
         (rows.length ? `\n${table(['slot', 'active', 'wal_status', 'retained WAL', 'unconfirmed', 'safe_wal_size', 'plugin / database'], rows)}` : '\n  no logical slots'),
     );
+    blocks.push(renderStandby(slots.standby, state));
   }
 
   // Consumer groups
@@ -181,4 +182,22 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
   }
 
   return `${blocks.join('\n\n')}\n`;
+}
+
+/** The standby's failover-slot readiness (watchdog.standby.databaseUrl), or `not configured`. */
+function renderStandby(standby: SlotsData['standby'], state: (text: string, tone: Tone) => string): string {
+  if (!standby.configured) return `Standby failover slots: ${state('not configured', 'dim')} (watchdog.standby.databaseUrl)`;
+  const head = `Standby failover slots at ${standby.target}`;
+  if (standby.error) return `${head}\n  ${state('unreadable', 'warn')}: ${standby.error}`;
+  if (standby.inRecovery === false) return `${head}\n  ${state('not a standby', 'warn')} (not in recovery: promoted?)`;
+  if (standby.slots.length === 0) return `${head}\n  no failover slots on the primary`;
+  const rows = standby.slots.map((r) => [
+    r.slotName,
+    state(r.readiness, r.readiness === 'ready' ? 'good' : 'bad'),
+    r.synced === null ? '-' : String(r.synced),
+    r.temporary === null ? '-' : String(r.temporary),
+    r.invalidationReason ?? '-',
+    r.lagBytes === null ? '-' : formatBytes(r.lagBytes),
+  ]);
+  return `${head}\n${table(['slot', 'readiness', 'synced', 'temporary', 'invalidation_reason', 'behind primary'], rows)}`;
 }

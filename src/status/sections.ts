@@ -6,9 +6,13 @@ import { createConnectClient } from '../connector';
 import { traceHead } from '../connector/wait';
 import { clientConfig, withClient } from '../db';
 import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
-import { sampleSlots } from '../watchdog/slot-query';
+import { sampleSlots, type SlotRow as SampledSlot } from '../watchdog/slot-query';
+import { readStandbySlots } from '../watchdog/failover-query';
+import { standbyReadiness } from '../watchdog/failover-rules';
+import { standbyConnection } from '../watchdog/standby';
+import { redactUrl } from '../log/redact';
 import { maskUrl } from './format';
-import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, TopicLag, WatchdogData } from './types';
+import type { ConnectorData, DlqData, GroupInfo, GroupsData, SlotRow, SlotsData, StackData, StandbyData, TopicLag, WatchdogData } from './types';
 
 /** Each section reads one system, read-only, and either returns its data or throws (collect.ts turns that into `ok: false`). */
 
@@ -133,7 +137,7 @@ export async function readSlots(config: OutboxConfig, timeoutMs: number): Promis
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
   });
-  const sample = await withClient(settings, (client) => sampleSlots(client));
+  const [sample, standbyRead] = await Promise.all([withClient(settings, (client) => sampleSlots(client)), readStandby(config, timeoutMs)]);
   const slots: SlotRow[] = sample.slots
     .filter((s) => s.slotType === 'logical' || s.slotName === slotName)
     .sort((a, b) => Number(b.slotName === slotName) - Number(a.slotName === slotName) || a.slotName.localeCompare(b.slotName))
@@ -149,7 +153,24 @@ export async function readSlots(config: OutboxConfig, timeoutMs: number): Promis
       confirmedLagBytes: s.flushLagBytes,
       safeWalSizeBytes: s.safeWalSize,
     }));
-  return { slotName, found: slots.some((s) => s.configured), slots };
+  return { slotName, found: slots.some((s) => s.configured), slots, standby: standbyRead(sample.slots) };
+}
+
+/**
+ * The standby's slots (watchdog.standby.databaseUrl), read beside the primary's; judged against them once
+ * both are in. A standby that cannot be read is reported in the section, never fails it.
+ */
+async function readStandby(config: OutboxConfig, timeoutMs: number): Promise<(primary: readonly SampledSlot[]) => StandbyData> {
+  const standby = standbyConnection(config);
+  if (!standby) return () => ({ configured: false });
+  const { target } = standby;
+  try {
+    const settings = clientConfig(standby.database, { application_name: 'outbox-router status', connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs });
+    const sample = await withClient(settings, (client) => readStandbySlots(client));
+    return (primary) => ({ configured: true, target, inRecovery: sample.inRecovery, slots: standbyReadiness(primary, sample) });
+  } catch (error) {
+    return () => ({ configured: true, target, error: redactUrl((error as Error).message), slots: [] });
+  }
 }
 
 // ---------------------------------------------------------------- Kafka

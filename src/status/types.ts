@@ -5,6 +5,7 @@
  */
 
 import type { SlotRow as SampledSlot } from '../watchdog/slot-query';
+import type { SlotReadiness } from '../watchdog/failover-rules';
 
 export type Level = 'OK' | 'WARNING' | 'CRITICAL';
 
@@ -67,12 +68,25 @@ export type SlotRow = Pick<SampledSlot, 'plugin' | 'database' | 'active' | 'acti
   safeWalSizeBytes: number | null;
 };
 
+/** One failover slot of the primary as the standby has it (src/watchdog/failover-rules.ts). */
+export type StandbySlotReadiness = SlotReadiness;
+
+/**
+ * The standby's readiness for a failover (watchdog.standby.databaseUrl): `configured: false` without the
+ * setting; else per failover slot of the primary whether the standby holds a synced copy, or why the
+ * standby could not be read. `target` is host:port/database, never the URL.
+ */
+export type StandbyData =
+  | { configured: false }
+  | { configured: true; target: string; error?: string; inRecovery?: boolean; slots: StandbySlotReadiness[] };
+
 export interface SlotsData {
   /** The deployed connector's slot.name, else config.connector.slotName. */
   slotName: string;
   /** Whether that slot exists (it is then the first row). */
   found: boolean;
   slots: SlotRow[];
+  standby: StandbyData;
 }
 
 export interface PartitionLag {

@@ -73,6 +73,12 @@ export function computeVerdict(input: VerdictInput): Verdict {
       if (s.walStatus === 'lost' || s.walStatus === 'unreserved') critical(`${which} has wal_status ${s.walStatus}`);
       else if (s.walStatus === 'extended') warning(`${which} has wal_status extended (beyond max_wal_size)`);
     }
+    const { standby } = slots;
+    if (standby.configured) {
+      if (standby.error) warning(`the standby ${standby.target} cannot be read: ${standby.error}`);
+      else if (standby.inRecovery === false) warning(`${standby.target} (watchdog.standby.databaseUrl) is not a standby (not in recovery)`);
+      for (const r of standby.slots) if (r.readiness !== 'ready') critical(`failover slot ${r.slotName} is not ready on the standby ${standby.target} (${r.readiness}): a failover now would lose it`);
+    }
   }
 
   if (consumerGroups.ok) {

@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { PUBLICATION_FIX, type PublicationCheck } from '../connector/publication-check';
+import { evaluateFailoverDisabled, evaluateFailoverSlot, evaluateStandbyRead, FAILOVER_VERSION, slotMissingAfterFailover, standbyReadiness, type FailoverFacts } from './failover-rules';
 import { initialAlertState, step, type AlertEvent, type AlertState, type Level, type Severity } from './alert-state';
 import type { OutboxTableSample } from './outbox-query';
 import { OUTBOX_RULES, evaluateOutboxRule, outboxValues } from './outbox-rules';
@@ -59,9 +60,10 @@ export interface AlertStatusRow {
 export interface AlertEngine {
   /**
    * After a successful poll; `publication` when the connector's slot exists in the watched database,
-   * `outbox` when the outbox table was sampled (watchdog.watchOutbox).
+   * `outbox` when the outbox table was sampled (watchdog.watchOutbox), `failover` when the failover
+   * facts were read (failover-rules.ts).
    */
-  evaluate(sample: TrackedSample, settings: ServerSettings | null, publication?: PublicationCheck, outbox?: OutboxTableSample): AlertNotification[];
+  evaluate(sample: TrackedSample, settings: ServerSettings | null, publication?: PublicationCheck, outbox?: OutboxTableSample, failover?: FailoverFacts): AlertNotification[];
   /** After a failed poll: `reason` names the failure and the fix. */
   pollFailed(reason: string, details?: AlertValues): AlertNotification[];
   /** Alerts firing now, as notifications (Alertmanager re-posts them). */
@@ -78,6 +80,8 @@ export interface AlertEngineOptions {
   instant?: boolean;
   /** The connector's slot (connector.slotName): expected to exist when `config.slots` is empty. */
   connectorSlot?: string;
+  /** The connector's name (connector.name), for the fixes the failover rules name. */
+  connector?: string;
 }
 
 /** The slots that must exist: the listed ones, else the connector's own (when the pipeline is watched). */
@@ -175,8 +179,31 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
     if (transition.event) out.push(toNotification(updated, transition.event, transition.previous, at));
   };
 
+  /** The failover rules (failover-rules.ts): per slot of the primary, and the standby read itself. */
+  const judgeFailover = (sample: TrackedSample, settings: ServerSettings | null, failover: FailoverFacts, out: AlertNotification[]) => {
+    const refOf = (slot: SlotStatus): SlotRef => ({ name: slot.slotName, type: slot.slotType, database: slot.database, plugin: slot.plugin });
+    const cdc = config.watchConnector && options.connectorSlot ? sample.slots.find((s) => s.slotName === options.connectorSlot) : undefined;
+    if (cdc) {
+      const v = evaluateFailoverDisabled(cdc, settings?.versionNum, failover.primary, options.connector ?? 'outbox-connector');
+      judge(refOf(cdc), 'SlotFailoverDisabled', v.level, v.summary, { failover: cdc.failover, physicalStandbys: failover.primary?.physicalStandbys ?? null }, out);
+    }
+    const standby = failover.standby;
+    if (!standby) return;
+    const read = evaluateStandbyRead(standby);
+    judge(null, 'FailoverStandbyUnreadable', read.level, read.summary, { standby: standby.target }, out);
+    if (!standby.sample?.inRecovery || (settings?.versionNum ?? 0) < FAILOVER_VERSION) return;
+    const readiness = new Map(standbyReadiness(sample.slots, standby.sample).map((r) => [r.slotName, r]));
+    for (const slot of sample.slots.filter((s) => s.slotType === 'logical')) {
+      const r = readiness.get(slot.slotName);
+      // A slot that is not (or no longer) a failover slot has nothing to be ready for.
+      const v = r ? evaluateFailoverSlot(r, standby.target) : { level: 'ok' as const, summary: `Slot ${slot.slotName} is not a failover slot.` };
+      const values: AlertValues = r ? { standby: standby.target, readiness: r.readiness, synced: r.synced, temporary: r.temporary, invalidationReason: r.invalidationReason, lagBytes: r.lagBytes } : {};
+      judge(refOf(slot), 'FailoverSlotNotReady', v.level, v.summary, values, out);
+    }
+  };
+
   return {
-    evaluate(sample, settings, publication, outbox) {
+    evaluate(sample, settings, publication, outbox, failover) {
       const out: AlertNotification[] = [];
       failures = 0;
       judge(null, 'WatchdogDatabaseUnreachable', 'ok', `The watchdog reaches PostgreSQL (${cluster}).`, {}, out);
@@ -200,20 +227,25 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
       const listed = config.slots.length > 0;
       for (const name of expectedSlots(config, options.connectorSlot)) {
         const missing = !present.has(name);
+        // The connector's slot missing under a stored Connect offset: what a failover without failover slots leaves.
+        const lostOffset = missing && name === options.connectorSlot ? failover?.connectorOffsetLsn : undefined;
         judge(
           { name, type: null, database: null, plugin: null },
           'SlotMissing',
           missing ? 'critical' : 'ok',
-          missing
+          lostOffset
+            ? slotMissingAfterFailover(name, cluster, lostOffset, failover?.primary?.timeline ?? null)
+            : missing
             ? listed
               ? `Slot ${name} (listed in watchdog.slots) does not exist on ${cluster}. If it was dropped, its consumer lost its position: recreate it and re-snapshot, or remove it from watchdog.slots.`
               : `Slot ${name}, the Debezium connector's slot (connector.slotName), does not exist on ${cluster}: nothing streams the outbox. If it was dropped or lost, events written since are not published: ` +
                 'reconcile them, then deploy again (outbox connector:deploy refuses while a stored offset has no slot). A relay-only deployment sets watchdog.watchConnector=false (OUTBOX_WATCHDOG_WATCH_CONNECTOR).'
             : `Slot ${name} exists.`,
-          {},
+          lostOffset ? { code: 'SLOT_MISSING_AFTER_FAILOVER', storedOffsetLsn: lostOffset, timeline: failover?.primary?.timeline ?? null } : {},
           out,
         );
       }
+      if (failover) judgeFailover(sample, settings, failover, out);
       if (publication && options.connectorSlot) {
         const slot = sample.slots.find((s) => s.slotName === options.connectorSlot);
         const ref: SlotRef = { name: options.connectorSlot, type: slot?.slotType ?? null, database: slot?.database ?? null, plugin: slot?.plugin ?? null };

@@ -14,6 +14,9 @@ import { createWatchdogMetrics, type WatchdogMetrics } from './metrics';
 import { cleansOutbox, createCleanupLoop, type CleanupLoopState } from './outbox-cleanup-loop';
 import { createPoller, type PollResult } from './poll';
 import { createSlotTracker } from './slot-tracker';
+import { standbyConnection } from './standby';
+import { createConnectClient } from '../connector/connect-client';
+import { offsetForServer } from '../connector/slot-guard';
 import type { WatchdogEventName, WatchdogListener } from './types';
 
 export { describePollError } from './poll-error';
@@ -89,7 +92,18 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     },
     (error) => log?.warn({ err: { message: error.message, code: pgCode(error) } }, 'watchdog connection lost while idle; reconnecting on the next poll'),
   );
-  const engine = createAlertEngine({ config: wd, cluster, now, instant: options.instant, connectorSlot: config.connector.slotName });
+  const engine = createAlertEngine({ config: wd, cluster, now, instant: options.instant, connectorSlot: config.connector.slotName, connector: config.connector.name });
+  const standbyDb = standbyConnection(config);
+  const standby = standbyDb && {
+    target: standbyDb.target,
+    pool: createPool(
+      standbyDb.database,
+      { max: 1, application_name: 'outbox-watchdog', statement_timeout: wd.statementTimeoutMs, query_timeout: wd.statementTimeoutMs + 2_000, connectionTimeoutMillis: wd.connectTimeoutMs, idleTimeoutMillis: 0 },
+      (error) => log?.warn({ err: { message: error.message, code: pgCode(error) } }, 'watchdog standby connection lost while idle; reconnecting on the next poll'),
+    ),
+  };
+  const connect = wd.watchConnector ? createConnectClient(config.connect) : undefined;
+  const connectorOffset = connect && (async () => offsetForServer(await connect.offsets(config.connector.name), config.connector.topicPrefix));
   const deliverer = createDeliverer({
     receivers: options.deliver === false ? [] : createReceivers(wd),
     settings: wd.delivery,
@@ -106,7 +120,7 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
   const tracker = createSlotTracker({ rateWindowMs: wd.rateWindowMs, stalledMinWalBytes: wd.rules.stalledMinWalBytes, walDiskBudgetBytes: wd.walDiskBudgetBytes });
   const hasAlertmanager = !!wd.alertmanagerUrl && options.deliver !== false;
   const target = `${database.host}:${database.port}/${database.database}`;
-  const poller = createPoller({ config, database, target, pool, now, log, metrics, tracker, engine, deliverer, events, hasAlertmanager });
+  const poller = createPoller({ config, database, target, pool, now, log, metrics, tracker, engine, deliverer, events, hasAlertmanager, standby, connectorOffset });
 
   const cleanup = cleansOutbox(config) && !options.instant ? createCleanupLoop({ config, database, log, metrics }) : undefined;
   let loops: Array<Promise<void>> = [];
@@ -133,6 +147,7 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
       await deliverer.drain(drainMs);
       deliverer.stop();
       await pool.end().catch(() => {});
+      await standby?.pool.end().catch(() => {});
       await cleanup?.close();
     },
     health: () => ({

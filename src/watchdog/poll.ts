@@ -12,6 +12,10 @@ import type { WatchdogMetrics } from './metrics';
 import { sampleOutbox, type OutboxTableSample } from './outbox-query';
 import { describePollError } from './poll-error';
 import { readSettings, readSlots, type ServerSettings } from './slot-query';
+import { readPrimaryFailoverFacts, readStandbySlots } from './failover-query';
+import type { FailoverFacts, StandbyRead } from './failover-rules';
+import { offsetLsn, formatLsn } from '../connector/slot-guard';
+import { redactUrl } from '../log/redact';
 import type { SlotTracker, TrackedSample } from './slot-tracker';
 import type { WatchdogEventName } from './types';
 
@@ -22,6 +26,8 @@ export interface PollResult {
   settings?: ServerSettings | null;
   /** The outbox table's sample, when watchdog.watchOutbox is on and it could be read. */
   outbox?: OutboxTableSample;
+  /** What the failover rules judged (failover-rules.ts), when the poll read it. */
+  failover?: FailoverFacts;
   error?: OutboxError;
   notifications: AlertNotification[];
 }
@@ -40,6 +46,10 @@ export interface PollContext {
   deliverer: Deliverer;
   events: Emitter<WatchdogEventName>;
   hasAlertmanager: boolean;
+  /** watchdog.standby.databaseUrl's connection (standby.ts), when set. */
+  standby?: { pool: Pool; target: string };
+  /** Connect's stored offset of the connector (only asked while its slot is missing); undefined when none. */
+  connectorOffset?: () => Promise<Record<string, unknown> | undefined>;
 }
 
 /** What polls have learnt (health, readiness). */
@@ -60,7 +70,7 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
   let settingsAt = 0;
   let lastAmResend = ctx.now();
 
-  type Read = { sample: TrackedSample; pub?: PublicationCheck; outbox?: OutboxTableSample };
+  type Read = { sample: TrackedSample; pub?: PublicationCheck; outbox?: OutboxTableSample; failover?: FailoverFacts };
   /** The last outbox sampling problem logged: logged again only when it changes. */
   let outboxProblem: string | null = null;
 
@@ -88,6 +98,41 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     return outbox;
   }
 
+  /** The standby's slots (a second connection): a failure is the FailoverStandbyUnreadable rule's, never the poll's. */
+  async function readStandby(): Promise<StandbyRead | undefined> {
+    if (!ctx.standby) return undefined;
+    const { pool, target } = ctx.standby;
+    let client: PoolClient | undefined;
+    let broken: Error | undefined;
+    try {
+      client = await pool.connect();
+      return { target, sample: await readStandbySlots(client) };
+    } catch (e) {
+      broken = e as Error;
+      return { target, error: redactUrl((e as Error).message) };
+    } finally {
+      client?.release(broken && !pgCode(broken) ? broken : undefined);
+    }
+  }
+
+  /** Only while the connector's slot is missing: Connect's stored offset, the mark of a slot lost in a failover. */
+  async function lostOffset(sample: TrackedSample): Promise<string | undefined> {
+    const slot = ctx.config.connector.slotName;
+    if (!wd.watchConnector || !ctx.connectorOffset || sample.slots.some((s) => s.slotName === slot)) return undefined;
+    try {
+      const lsn = offsetLsn(await ctx.connectorOffset());
+      return lsn === undefined ? undefined : formatLsn(lsn);
+    } catch (e) {
+      ctx.log?.debug({ err: { message: (e as Error).message } }, 'watchdog: could not read the connector\'s stored offset from Kafka Connect');
+      return undefined;
+    }
+  }
+
+  async function readFailover(client: PoolClient, sample: TrackedSample): Promise<FailoverFacts> {
+    const [primary, standby, offset] = await Promise.all([readPrimaryFailoverFacts(client), readStandby(), lostOffset(sample)]);
+    return { primary, ...(standby ? { standby } : {}), ...(offset ? { connectorOffsetLsn: offset } : {}) };
+  }
+
   async function read(client: PoolClient): Promise<Read> {
     if (!settings || ctx.now() - settingsAt > SETTINGS_REFRESH_MS) {
       settings = await readSettings(client);
@@ -95,13 +140,14 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     }
     const sample = ctx.tracker.track(await readSlots(client, settings.versionNum), settings);
     const outbox = wd.watchOutbox ? await readOutbox(client) : undefined;
+    const failover = await readFailover(client, sample);
     const slot = ctx.config.connector.slotName;
     // The publication only matters while the connector's slot decodes this database.
     if (wd.watchConnector && sample.slots.some((s) => s.slotName === slot && s.database === ctx.database.database)) {
       const { publication, schema, table } = ctx.config.outbox;
-      return { sample, outbox, pub: await checkPublication(client, { publication, schema, table }) };
+      return { sample, outbox, failover, pub: await checkPublication(client, { publication, schema, table }) };
     }
-    return { sample, outbox };
+    return { sample, outbox, failover };
   }
 
   async function sampleSlots(): Promise<Read> {
@@ -143,12 +189,14 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     let notifications: AlertNotification[];
     let sample: TrackedSample | undefined;
     let outbox: OutboxTableSample | undefined;
+    let failover: FailoverFacts | undefined;
     let error: OutboxError | undefined;
     try {
       const read = await sampleSlots();
       sample = read.sample;
       outbox = read.outbox;
-      notifications = ctx.engine.evaluate(sample, settings, read.pub, outbox);
+      failover = read.failover;
+      notifications = ctx.engine.evaluate(sample, settings, read.pub, outbox, failover);
       Object.assign(state, { consecutiveFailures: 0, lastPollOk: true, lastSuccessAt: ctx.now(), slots: sample.slots.length });
     } catch (e) {
       error = describePollError(e, ctx.target, ctx.database.user);
@@ -166,7 +214,7 @@ export function createPoller(ctx: PollContext): { pollOnce(): Promise<PollResult
     deliver(notifications);
     ctx.metrics.setQueue(ctx.deliverer.pending());
     ctx.events.emit('watchdog.poll', { ok: !error, durationMs, slots: sample?.slots.length ?? null, notifications: notifications.length });
-    return { ok: !error, durationMs, sample, settings, outbox, error, notifications };
+    return { ok: !error, durationMs, sample, settings, outbox, failover, error, notifications };
   }
 
   return { pollOnce, state };

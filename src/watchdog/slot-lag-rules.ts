@@ -4,6 +4,7 @@
  */
 import type { OutboxConfig } from '../config';
 import { thresholdLevel, type Level } from './alert-state';
+import type { FailoverRuleName } from './failover-rules';
 import type { OutboxRuleName } from './outbox-rules';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus } from './slot-tracker';
@@ -20,7 +21,7 @@ export const SLOT_RULES = [
   'SlotConsumerStalled',
 ] as const;
 export type SlotRuleName = (typeof SLOT_RULES)[number];
-export type RuleName = SlotRuleName | OutboxRuleName | 'SlotMissing' | 'PublicationDrift' | 'WatchdogDatabaseUnreachable';
+export type RuleName = SlotRuleName | OutboxRuleName | FailoverRuleName | 'SlotMissing' | 'PublicationDrift' | 'WatchdogDatabaseUnreachable';
 
 export interface RuleContext {
   config: WatchdogConfig;
@@ -84,6 +85,8 @@ export function ruleHoldForMs(rule: RuleName, config: WatchdogConfig): number {
       return r.outboxBacklogAgeForMs;
     case 'OutboxTableSize':
       return r.outboxTableSizeForMs;
+    case 'FailoverSlotNotReady':
+      return r.failoverSlotNotReadyForMs;
     default:
       return 0;
   }

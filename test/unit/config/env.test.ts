@@ -32,6 +32,7 @@ const SAMPLES: Record<string, string> = {
   'router.lanes': '3',
   'router.poolSize': '9',
   'router.dlqReplicationFactor': '3',
+  'watchdog.standby.databaseUrl': 'postgres://monitor@standby.test:5432/app',
   'router.maxTransactionRecords': '100',
   'router.sessionTimeoutMs': '20000',
   'console.token': 'v_token-of-sixteen-chars',

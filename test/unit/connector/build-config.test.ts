@@ -259,3 +259,28 @@ describe('guard rails on extra', () => {
     expect(thrown(() => buildConnectorConfig(config(), { extra: { 'bad key': 'x' } })).code).toBe('FLAG_INVALID');
   });
 });
+
+describe('slot.failover (connector.slotFailover)', () => {
+  const failover = (slotFailover: 'auto' | 'on' | 'off', serverVersionNum?: number) =>
+    buildConnectorConfig(config({ connector: { slotFailover } }), serverVersionNum === undefined ? {} : { serverVersionNum })['slot.failover'];
+
+  it('auto: on for a PostgreSQL 17+ server, left out before 17 (no diff for older deployments)', () => {
+    expect(failover('auto', 170005)).toBe('true');
+    expect(failover('auto', 180000)).toBe('true');
+    expect(failover('auto', 160009)).toBeUndefined();
+    expect(failover('auto', 150000)).toBeUndefined();
+  });
+
+  it('auto without a known version (connector:render) renders it on, which older servers ignore', () => {
+    expect(failover('auto')).toBe('true');
+  });
+
+  it('on and off are what they say, whatever the version', () => {
+    expect(failover('on', 150000)).toBe('true');
+    expect(failover('off', 170005)).toBeUndefined();
+  });
+
+  it('is in the template as a string, as Connect stores every value', () => {
+    expect(readFileSync(CONNECTOR_TEMPLATE, 'utf8')).toContain('"slot.failover": "${slotFailover}"');
+  });
+});

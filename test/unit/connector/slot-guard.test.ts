@@ -1,6 +1,6 @@
 /** src/connector/slot-guard.ts: refusing deploys whose slot and stored offset disagree. */
 import { parseLsn, slotGuard, type SlotInfo } from '../../../src/connector';
-import { formatLsn, offsetForServer, offsetLsn, type GuardInput } from '../../../src/connector/slot-guard';
+import { failoverSlotWarning, formatLsn, offsetForServer, offsetLsn, type GuardInput } from '../../../src/connector/slot-guard';
 
 const slot = (over: Partial<SlotInfo> = {}): SlotInfo => ({
   slotName: 's',
@@ -95,5 +95,29 @@ describe('slotGuard', () => {
     // Once the slot exists, rows are behind or ahead of it, not before it: no check.
     expect(codes({ slot: slot({ active: true }), connector: 'same-slot', preSlotRows: rows })).toEqual([]);
     expect(codes({ preSlotRows: { count: 0, table: rows.table } })).toEqual([]);
+  });
+});
+
+describe('failover slots (PostgreSQL 17)', () => {
+  it('names a slot missing under a stored offset on a promoted server as SLOT_MISSING_AFTER_FAILOVER, and never as that on timeline 1', () => {
+    const [promotedFinding] = slotGuard(input({ offset: at('0/5000'), timeline: 2 }));
+    expect(promotedFinding?.code).toBe('offset-without-slot');
+    expect(promotedFinding?.message).toContain('SLOT_MISSING_AFTER_FAILOVER: this server is on WAL timeline 2');
+    expect(promotedFinding?.message).toContain('outbox relay');
+    const [plain] = slotGuard(input({ offset: at('0/5000'), timeline: 1 }));
+    expect(plain?.message).not.toContain('SLOT_MISSING_AFTER_FAILOVER');
+    expect(plain?.message).toContain('DBZ-5739');
+  });
+
+  it('warns when a failover slot is wanted but the existing slot is not one, with the ALTER_REPLICATION_SLOT way', () => {
+    const w = failoverSlotWarning(slot({ failover: false }), true, 'outbox-connector');
+    expect(w).toContain('ALTER_REPLICATION_SLOT s ( FAILOVER true )');
+    expect(w).toContain('replication=database');
+    expect(w).toContain('/connectors/outbox-connector/stop');
+    expect(w).toContain('connector:delete --drop-slot');
+    expect(failoverSlotWarning(slot({ failover: true }), true, 'c')).toBeUndefined();
+    expect(failoverSlotWarning(slot({ failover: null }), true, 'c')).toBeUndefined(); // before 17: nothing to alter
+    expect(failoverSlotWarning(slot({ failover: false }), false, 'c')).toBeUndefined();
+    expect(failoverSlotWarning(undefined, true, 'c')).toBeUndefined(); // Debezium creates it with failover
   });
 });

@@ -35,7 +35,6 @@ describe('resolveSettings', () => {
       unknownEventType: 'dead-letter',
       unknownEventTypes: {},
       dlqRetentionMs: -1,
-      dlqReplicationFactor: 1,
       handlerTimeoutMs: 30_000,
       topicRefreshMs: 10_000,
       parkKeys: true,

@@ -58,7 +58,7 @@ export function healthy(): StatusReport {
       tasks: [{ id: 0, state: 'RUNNING', worker: '127.0.0.1:8083', trace: null }],
       slotName: 'outbox_slot',
     },
-    slots: { ok: true, ms: 5, slotName: 'outbox_slot', found: true, slots: [slot()] },
+    slots: { ok: true, ms: 5, slotName: 'outbox_slot', found: true, slots: [slot()], standby: { configured: false } },
     consumerGroups: { ok: true, ms: 30, topicPattern: '^outbox\\.event\\..+$', groups: [group()] },
     dlq: { ok: true, ms: 25, topicPattern: '^outbox\\.dlq\\..+$', total: 0, topics: [{ topic: 'outbox.dlq.order', partitions: 1, depth: 0, retentionMs: -1 }] },
     parked: { ok: true, ms: 4, table: '"public"."inbox_parked"', provisioned: true, totalKeys: 0, totalEvents: 0, oldestSince: null, oldestAgeMs: null, limit: 10, keys: [] },

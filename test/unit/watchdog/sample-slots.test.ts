@@ -45,6 +45,7 @@ describe('sampleSlots', () => {
       restartLsn: '0/10',
       confirmedFlushLsn: '0/20',
       walStatus: 'reserved',
+      failover: null, // a PG15 server: no failover column
       retainedWalBytes: 240,
       confirmedLagBytes: 224,
     });
