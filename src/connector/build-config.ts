@@ -115,8 +115,12 @@ export const connectorBuildOptionsSchema = z
     allowUnsafe: z.boolean().default(false),
     /** Partitions of the topics Connect creates (routed outbox topics, heartbeat topic). */
     topicPartitions: topicCount.default(3),
-    /** Replication factor of those topics: 1 fits the one-broker local stack; use 3 in production. */
-    topicReplicationFactor: topicCount.default(1),
+    /**
+     * Replication factor of those topics. Default -1: the brokers' default.replication.factor, which is
+     * what the cluster's operator chose (1 on the one-broker local stack, 3 on its cluster profile and on
+     * any production cluster worth the name); on 3+ brokers the replication guard refuses less than 3.
+     */
+    topicReplicationFactor: topicCount.default(-1),
     /** The database as the Connect worker reaches it, when that differs from config.database (compose: postgres:5432). */
     databaseHost: z.string().min(1).optional(),
     databasePort: z.number().int().min(1).max(65535).optional(),

@@ -54,7 +54,7 @@ describe('buildConnectorConfig with defaults', () => {
       predicates: 'isOutboxTable',
       'predicates.isOutboxTable.type': 'org.apache.kafka.connect.transforms.predicates.TopicNameMatches',
       'predicates.isOutboxTable.pattern': 'outbox\\.public\\.outbox',
-      'topic.creation.default.replication.factor': '1',
+      'topic.creation.default.replication.factor': '-1',
       'topic.creation.default.partitions': '3',
     });
   });
