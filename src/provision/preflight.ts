@@ -25,7 +25,10 @@ export interface PreflightFacts {
   walSenders: { max: number; used: number };
   role: {
     name: string; superuser: boolean; createRole: boolean; replication: boolean; canCreateInDatabase: boolean;
-    /** `rds_replication` exists and this role may grant it (ADMIN OPTION). */
+    /**
+     * `rds_replication` exists and this role may grant it: ADMIN OPTION on it, or membership in RDS's
+     * rds_superuser, which AWS documents as allowed to grant it (whichever way RDS implements that).
+     */
     canGrantRdsReplication: boolean;
     /** This role is a member of Cloud SQL's `cloudsqlsuperuser`. */
     cloudSqlSuperuser: boolean;
@@ -41,8 +44,10 @@ export interface PreflightFacts {
 export const MIN_SERVER_VERSION_NUM = 130000;
 
 /** pg_has_role errors on a role that does not exist: ask only when it does (CASE evaluates lazily). */
-const canAdmin = (role: string) =>
-  `CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN pg_has_role(current_user, '${role}', 'MEMBER WITH ADMIN OPTION') ELSE false END`;
+const hasRole = (role: string, privilege: string) =>
+  `CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN pg_has_role(current_user, '${role}', '${privilege}') ELSE false END`;
+const canAdmin = (role: string) => hasRole(role, 'MEMBER WITH ADMIN OPTION');
+const isMember = (role: string) => hasRole(role, 'MEMBER');
 
 export async function readPreflightFacts(client: Client, config: OutboxConfig): Promise<PreflightFacts> {
   const { rows } = await client.query<{
@@ -60,8 +65,8 @@ export async function readPreflightFacts(client: Client, config: OutboxConfig): 
             (SELECT count(*) FROM pg_stat_replication)::int AS used_senders,
             current_user AS role, r.rolsuper, r.rolcreaterole, r.rolreplication,
             has_database_privilege(current_database(), 'CREATE') AS can_create,
-            ${canAdmin('rds_replication')} AS rds_replication,
-            CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cloudsqlsuperuser') THEN pg_has_role(current_user, 'cloudsqlsuperuser', 'MEMBER') ELSE false END AS cloudsql,
+            (${canAdmin('rds_replication')} OR (${isMember('rds_superuser')} AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rds_replication'))) AS rds_replication,
+            ${isMember('cloudsqlsuperuser')} AS cloudsql,
             ${canAdmin('pg_monitor')} AS pg_monitor
        FROM pg_roles r WHERE r.rolname = current_user`,
     [config.connector.slotName],

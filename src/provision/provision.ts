@@ -54,6 +54,7 @@ export async function provision(config: OutboxConfig, options: ProvisionOptions 
   return withClient(clientConfig(config.database), async (client) => {
     const preflight = await readPreflightFacts(client, config);
     assertPreflight(preflight);
+    options.log?.info({ path: preflight.path }, `provision: as ${preflight.role.name}, path ${preflight.path}: ${preflight.pathReason}`);
     for (let attempt = 1; ; attempt++) {
       try {
         return await provisionOnce(client, config, migrations, preflight, options);
