@@ -226,20 +226,21 @@ export function planKafkaAcls(config: OutboxConfig, options: PlanOptions = {}): 
     b.topics('relay', p, routed, ['Create'], 'relay: creates a missing routed topic with relay.topicPartitions and relay.topicReplicationFactor (src/relay/sender.ts)');
   }
 
-  const statusAcls = (component: AclComponent, p: string, who: string) => {
+  /** What collectStatus reads (src/status/sections.ts); `deployCheck`: also connector:deploy's topic check, run with this principal. */
+  const statusAcls = (component: AclComponent, p: string, who: string, deployCheck: boolean) => {
     const group = routerGroupIdOrUndefined(config);
     b.topics(component, p, routed, ['Describe'], `${who}: lists the routed topics and their end offsets for the consumer lag`);
-    b.topics(component, p, routed, ['DescribeConfigs'], `${who}: connector:deploy's topic check reads the routed topics' cleanup.policy (src/connector/topic-guard.ts)`);
+    if (deployCheck) b.topics(component, p, routed, ['DescribeConfigs'], `${who}: connector:deploy's topic check reads the routed topics' cleanup.policy (src/connector/topic-guard.ts)`);
     b.topics(component, p, dlq, ['Describe'], `${who}: lists the dead-letter topics and their depth`);
-    b.topics(component, p, dlq, ['DescribeConfigs'], `${who}: reads the dead-letter topics' retention.ms (and cleanup.policy for connector:deploy)`);
+    b.topics(component, p, dlq, ['DescribeConfigs'], `${who}: reads the dead-letter topics' retention.ms${deployCheck ? ' (and cleanup.policy for connector:deploy)' : ''}`);
     if (group !== undefined) b.add(component, p, 'GROUP', group, 'LITERAL', ['Describe'], `${who}: reads the committed offsets and members of the router's group ${group}`);
   };
 
-  if (wanted.has('status')) statusAcls('status', acls.statusPrincipal, 'status');
+  if (wanted.has('status')) statusAcls('status', acls.statusPrincipal, 'status', true);
 
   if (wanted.has('console')) {
     const p = acls.consolePrincipal;
-    statusAcls('console', p, 'console (its status sampling)');
+    statusAcls('console', p, 'console (its status sampling)', false);
     b.topics('console', p, dlq, ['Read'], 'console: keeps the newest dead letters of each dead-letter topic in memory (src/console/dlq-cache.ts)');
     b.add('console', p, 'GROUP', CONSOLE_GROUP_PREFIX, 'PREFIXED', ['Read'], `console: reads them with a group of its own, ${CONSOLE_GROUP_PREFIX}<uuid>`);
     if (!config.console.readOnly) replayAcls('console', p, 'console\'s replay action (console.readOnly=false)');

@@ -48,7 +48,6 @@ describe('planKafkaAcls', () => {
         'User:outbox-status Describe GROUP:LITERAL:outbox-router',
         // The console: status sampling, its dead-letter reader, the replay action. Describe on the topics
         // it reads or writes is implied by Read/Write, so not granted again.
-        'User:outbox-console DescribeConfigs TOPIC:PREFIXED:outbox.event.',
         'User:outbox-console DescribeConfigs TOPIC:PREFIXED:outbox.dlq.',
         'User:outbox-console Describe GROUP:LITERAL:outbox-router',
         'User:outbox-console Read TOPIC:PREFIXED:outbox.dlq.',
