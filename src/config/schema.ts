@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { aclsSchema } from './acls-schema';
 import { consoleSchema } from './console-schema';
 import { relaySchema } from './relay-schema';
 import { routerSchema } from './router-schema';
@@ -263,6 +264,7 @@ export const outboxConfigSchema = z
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
     console: consoleSchema.prefault({}),
+    acls: aclsSchema.prefault({}),
   })
   .strict()
   .superRefine(distinctRoleNames)

@@ -70,6 +70,9 @@ export const ERROR_CODES = [
   'CONNECTOR_FAILED',
   'CONNECTOR_TIMEOUT',
   'CONNECTOR_DELETE_UNSAFE',
+  // kafka:acls (src/acls)
+  'ACL_TOPICS_UNDERIVABLE',
+  'ACL_PRINCIPAL_INVALID',
   // router (src/router)
   'RECORD_INVALID',
   'HANDLER_NOT_FOUND',
