@@ -4,10 +4,11 @@
  * answered (src/kafka/ack-check.ts): the chaos run on the cluster found a relay batch marked published
  * with one record missing from its partition. Runs only on the cluster profile.
  *
- * The scene is made deterministic: partition 0 is led by kafka-3, partition 1 by kafka-1, and kafka-3
- * is stopped (a controlled shutdown moves its leaderships to kafka-1 at once) after the producer read the
- * metadata. The batch's first attempt reaches kafka-1 (partition 1: acknowledged) and fails on kafka-3;
- * the retry finds partition 0 on kafka-1, which has already answered.
+ * The scene is made deterministic: partition 0 is led by kafka-3, partition 1 by kafka-1; once the
+ * producer has read that metadata, partition 0 is reassigned away from kafka-3 (its leader becomes
+ * kafka-1; a broker's death does the same, with a race). The batch's first attempt reaches kafka-1
+ * (partition 1: acknowledged) and kafka-3, which answers that it no longer leads partition 0; the retry
+ * finds partition 0 on kafka-1, which has already answered.
  */
 import { Kafka, logLevel, Partitioners, type Admin, type Producer } from 'kafkajs';
 import { publishBatch } from '../../src/relay/publish';
@@ -51,7 +52,6 @@ function keyFor(partition: number, count: number, prefix: string): string {
 
   afterEach(async () => {
     await producer?.disconnect().catch(() => {});
-    await stack.up();
   });
 
   afterAll(async () => {
@@ -72,7 +72,7 @@ function keyFor(partition: number, count: number, prefix: string): string {
     // The producer reads the metadata now: partition 0 on kafka-3.
     await producer.send({ topic, acks: -1, messages: [{ key: 'warm-up', value: 'w', partition: 0 }, { key: 'warm-up', value: 'w', partition: 1 }] });
     const rt = { producer, admin, config: { outbox: { maxPayloadBytes: 1 << 20 } }, settings: {} } as unknown as RelayRuntime;
-    expect(await stack.stopService(victim.name)).toBe('stopped');
+    await admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [1, 2] }] }] });
     await until('partition 0 led by kafka-1', async () => (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0]?.partitions.find((p) => p.partitionId === 0)?.leader === 1);
     return { sender: createSender(rt), records };
   }
