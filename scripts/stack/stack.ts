@@ -94,7 +94,7 @@ export function createStack(options: StackOptions = {}): Stack {
       for (const target of resolveServices(name)) outcomes.push(await stopService(paths, profile, target, kill));
       return outcomes.find((o) => o !== 'not running') ?? 'not running';
     },
-    down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, clean, onStep),
+    down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, profile, clean, onStep),
     status: () => stackStatus(paths, profile, services),
   };
 }
@@ -194,13 +194,14 @@ function graceMs(name: ServiceName): number {
   return name.startsWith('connect') ? 30_000 : 20_000;
 }
 
-async function downStack(paths: StackPaths, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
+async function downStack(paths: StackPaths, profile: StackProfile, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
   // Whatever profile runs, or ran before a switch: every JVM either profile has. A group (the workers,
   // then the brokers) stops together: one broker after another would hand every leadership to the last
   // one, and the last two would wait for a quorum that is already gone.
   const slots = allJvmSlots(paths);
+  const own = new Set(jvmLayout(profile, paths).map((s) => s.name));
   for (const group of ['connect', 'registry', 'kafka'] as const) {
-    await Promise.all(slots.filter((s) => s.group === group).map((slot) => stopJvm(paths, slot, onStep)));
+    await Promise.all(slots.filter((s) => s.group === group).map((slot) => stopJvm(paths, slot, own.has(slot.name), onStep)));
   }
   const t = Date.now();
   const install = pg.findPostgres();
@@ -229,13 +230,13 @@ async function quickProbe(probe: Probe): Promise<{ ready: boolean; detail: strin
   }
 }
 
-async function stopJvm(paths: StackPaths, slot: JvmSlot, onStep: (event: StepEvent) => void): Promise<void> {
+/** Stops one JVM; reports it if it ran or belongs to the profile (the other profile's names stay quiet). */
+async function stopJvm(paths: StackPaths, slot: JvmSlot, report: boolean, onStep: (event: StepEvent) => void): Promise<void> {
   const t = Date.now();
   const pid = runningPid(paths, slot.name);
   const outcome = pid === undefined ? 'not running' : await stopProcess(pid, graceMs(slot.name));
   removeFile(join(paths.pidDir, `${slot.name}.pid`));
-  // A profile's names that never ran stay quiet; the single profile's three are always reported.
-  if (pid !== undefined || ['kafka', 'registry', 'connect'].includes(slot.name)) {
+  if (pid !== undefined || report) {
     onStep({ step: slot.name, ms: Date.now() - t, detail: outcome === 'absent' ? 'not running' : outcome });
   }
 }
