@@ -9,21 +9,17 @@ import * as pg from './postgres';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { childPidsOf, isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
-import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmServiceName, type JvmSlot } from './services';
-import { DEFAULT_STACK_PROFILE, STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
-import { effectiveProfile, recordedProfile, recordProfile } from './stack-profile';
+import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmSlot, type ServiceName } from './services';
+import { STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
+import { assertProfileSwitchable, effectiveProfile, recordProfile, servicesNamed } from './stack-profile';
 import { runningPid, upStack, type StepEvent } from './start-up';
 
 export { exactlyOnceSourceFor, jvmTemplateValues, type StepEvent } from './start-up';
 
-export type ServiceName = 'postgres' | JvmServiceName;
+export type { ServiceName } from './services';
+export { serviceNames } from './stack-profile';
 /** The single profile's services (the default); `serviceNames(profile)` for either. */
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
-
-/** A profile's services in `stack status` order: PostgreSQL, the brokers, the registry, the workers. */
-export function serviceNames(profile: StackProfile): ServiceName[] {
-  return ['postgres', ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
-}
 
 export interface ServiceStatus {
   name: ServiceName;
@@ -85,7 +81,7 @@ export function createStack(options: StackOptions = {}): Stack {
     },
     resolveServices,
     async up(onStep = () => {}) {
-      await assertProfileSwitchable(paths, profile);
+      assertProfileSwitchable(paths, profile);
       recordProfile(paths, profile);
       return upStack(config, paths, profile, services, onStep);
     },
@@ -97,41 +93,6 @@ export function createStack(options: StackOptions = {}): Stack {
     down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, profile, clean, onStep),
     status: () => stackStatus(paths, profile, services),
   };
-}
-
-function servicesNamed(profile: StackProfile, name: ServiceName): ServiceName[] {
-  const names = serviceNames(profile);
-  if (names.includes(name)) return [name];
-  const group = jvmLayout(profile, { configDir: '' }).filter((s) => s.group === name).map((s) => s.name);
-  if (group.length > 0) return group;
-  throw new OutboxError(
-    'STACK_PROFILE_MISMATCH',
-    `The stack runs the ${profile} profile, which has no service "${name}"; its services are ${names.join(', ')}` +
-      `${profile === 'cluster' ? ' (kafka and connect stand for all brokers or all workers)' : ''}. ` +
-      'Name one of those, or start the other profile: `stack down --clean`, then `stack up --profile <single|cluster>`.',
-    { details: { profile, service: name } },
-  );
-}
-
-/**
- * Refuses to start one profile while the other runs: their brokers share ports and their Connect
- * workers would join different clusters under one state folder. A stopped stack may switch.
- */
-async function assertProfileSwitchable(paths: StackPaths, profile: StackProfile): Promise<void> {
-  const running = recordedProfile(paths) ?? DEFAULT_STACK_PROFILE;
-  if (running === profile) return;
-  const alive: ServiceName[] = jvmLayout(running, paths).filter((s) => runningPid(paths, s.name) !== undefined).map((s) => s.name);
-  const install = pg.findPostgres();
-  const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
-  if (install && layout && pg.postgresRunning(install, layout)) alive.unshift('postgres');
-  if (alive.length === 0) return;
-  throw new OutboxError(
-    'STACK_PROFILE_MISMATCH',
-    `The stack in ${paths.stateDir} runs the ${running} profile (${alive.join(', ')} up); refusing to start the ${profile} profile over it. ` +
-      `Stop it first with \`stack down --clean\` (or plain \`stack down\` to keep PostgreSQL's data), then \`stack up --profile ${profile}\`; ` +
-      `or keep using it without --profile (and without OUTBOX_STACK_PROFILE=${profile}).`,
-    { details: { running, asked: profile, services: alive } },
-  );
 }
 
 function javaRuntimes(config: StackConfig): { java: JavaRuntime; registryJava: JavaRuntime } {
