@@ -7,6 +7,7 @@ import { OutboxError } from '../errors';
 import { PACKAGE_ROOT as PROJECT_ROOT, renderTemplate } from '../assets';
 import { CONFIG_PROVIDER_REFERENCE, debeziumTopicName, isProviderReference, javaRegexLiteral, quoteIdent } from './escape';
 import { checkExtra } from './extra-guard';
+import { durableTopicSettings } from '../topics/replication';
 
 /**
  * The Debezium PostgreSQL connector + Outbox Event Router config, rendered from
@@ -115,8 +116,13 @@ export const connectorBuildOptionsSchema = z
     allowUnsafe: z.boolean().default(false),
     /** Partitions of the topics Connect creates (routed outbox topics, heartbeat topic). */
     topicPartitions: topicCount.default(3),
-    /** Replication factor of those topics: 1 fits the one-broker local stack; use 3 in production. */
-    topicReplicationFactor: topicCount.default(1),
+    /**
+     * Replication factor of those topics; unset: the replication rule (src/topics/replication.ts) over
+     * `brokers`, min(3, brokers), with topic.creation.default.min.insync.replicas=2 from 3 brokers on.
+     */
+    topicReplicationFactor: topicCount.optional(),
+    /** The Kafka cluster's broker count, when known (connector:deploy reads it); unknown counts as 1 (connector:render). */
+    brokers: z.number().int().positive().optional(),
     /** The database as the Connect worker reaches it, when that differs from config.database (compose: postgres:5432). */
     databaseHost: z.string().min(1).optional(),
     databasePort: z.number().int().min(1).max(65535).optional(),
@@ -224,6 +230,11 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   }
 
   const maxRequestSize = Math.max(KAFKA_DEFAULT_MAX_REQUEST, outbox.maxPayloadBytes + HEADROOM_BYTES);
+  // -1 is "the broker's default" to Connect: nothing to derive; otherwise the one rule for topics we create.
+  const durability =
+    opts.topicReplicationFactor === -1
+      ? { replicationFactor: -1, minInsyncReplicas: undefined }
+      : durableTopicSettings(opts.brokers ?? 1, { replicationFactor: opts.topicReplicationFactor });
   const values: Record<string, string | number> = {
     name: connector.name,
     databaseHost: opts.databaseHost ?? database.host,
@@ -246,7 +257,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
     producerBatchSize: PRODUCER_BATCH_BYTES,
     maxRequestSize,
     topicPartitions: opts.topicPartitions,
-    topicReplicationFactor: opts.topicReplicationFactor,
+    topicReplicationFactor: durability.replicationFactor,
     // Filled as a value, so the EventRouter's own ${routedByValue} survives the one-pass render.
     topicReplacement: connector.topicReplacement,
     outboxTopicPattern: javaRegexLiteral(outboxSourceTopic(config)),
@@ -257,6 +268,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
 
   if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
   if (!slotFailoverWanted(connector.slotFailover, opts.serverVersionNum)) delete rendered['slot.failover'];
+  if (durability.minInsyncReplicas !== undefined) rendered['topic.creation.default.min.insync.replicas'] = String(durability.minInsyncReplicas);
   if (connector.exactlyOnce) Object.assign(rendered, EXACTLY_ONCE_PROPERTIES);
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });

@@ -10,7 +10,7 @@ import { countUnpublishedRows, forgetCleanupState, missingPrerequisites, prerequ
 import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
-import { topicFindings, type TopicAdmin } from './topic-guard';
+import { brokerCount, topicFindings, type TopicAdmin } from './topic-guard';
 import { failoverSlotWarning, offsetForServer, promoted, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
 import { replicationRefusal } from '../topics/replication';
 import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
@@ -102,8 +102,8 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     options.onProgress?.({ step, detail, ms: Date.now() - started });
   };
   const client = options.client ?? createConnectClient(config.connect);
-  const build = (serverVersionNum?: number): ConnectorConfig => {
-    const built = desiredConnectorConfig(config, { build: { ...options.build, ...(serverVersionNum ? { serverVersionNum } : {}) }, force });
+  const build = (serverVersionNum?: number, brokers?: number): ConnectorConfig => {
+    const built = desiredConnectorConfig(config, { build: { ...options.build, ...(serverVersionNum ? { serverVersionNum } : {}), ...(brokers ? { brokers } : {}) }, force });
     // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
     return options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
   };
@@ -118,7 +118,8 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   if (options.resnapshot && !options.dryRun) await clearForResnapshot(config, client, { name, slotName, force, progress, log });
 
   const { slot, preSlotRows, server } = await readDatabaseSide(config, desired, slotName);
-  desired = build(server.versionNum);
+  // The server's version decides slot.failover (auto), the broker count the topics' replication (src/topics/replication.ts).
+  desired = build(server.versionNum, await brokerCount(config, options.topicAdmin, log));
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
   const ownMinIsr = desired['topic.creation.default.min.insync.replicas'];

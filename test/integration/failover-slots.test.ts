@@ -17,7 +17,7 @@ import { collectStatus } from '../../src/status';
 import { createWatchdog } from '../../src/watchdog';
 import { teardownConnectorTest } from '../support/connector-teardown';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, randomIdentifier, stackUrls, testKafka, testPostgresPort, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomIdentifier, stackUrls, testPostgresPort, withClient, type FreshDatabase } from '../support/stack-env';
 import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(180_000);
@@ -34,7 +34,6 @@ const id = randomIdentifier('fo');
 let db: FreshDatabase;
 let base: OutboxConfig;
 let versionNum: number;
-let brokers: number;
 
 function configWith(overrides: OutboxOptions = {}): OutboxConfig {
   return testConfig(db.name, {
@@ -54,9 +53,6 @@ function configWith(overrides: OutboxOptions = {}): OutboxConfig {
   });
 }
 
-/** What the cluster needs for a deploy to pass the replication guard (a 3-broker cluster refuses replication factor 1). */
-const durableBuild = () =>
-  brokers >= 3 ? { topicReplicationFactor: 3, extra: { 'topic.creation.default.min.insync.replicas': '2' } } : { topicReplicationFactor: 1 };
 
 const slotFailover = (slot: string) =>
   withClient(db.name, async (c) => {
@@ -69,10 +65,6 @@ beforeAll(async () => {
   base = testConfig(db.name);
   await provision(configWith());
   versionNum = await withClient(db.name, async (c) => Number((await c.query("SELECT current_setting('server_version_num') AS v")).rows[0].v));
-  const admin = testKafka().admin();
-  await admin.connect();
-  brokers = (await admin.describeCluster()).brokers.length;
-  await admin.disconnect();
 });
 
 afterAll(async () => {
@@ -82,7 +74,7 @@ afterAll(async () => {
 describe('connector:deploy and slot.failover (connector.slotFailover auto)', () => {
   it('creates a failover slot where the server is 17+, and leaves slot.failover out before', async () => {
     const config = configWith();
-    const result = await deployConnector(config, { build: durableBuild() });
+    const result = await deployConnector(config, {});
     expect(result.action).toBe('created');
     const stored = await createConnectClient(config.connect).getConfig(config.connector.name);
     if (versionNum >= 170_000) {
@@ -93,7 +85,7 @@ describe('connector:deploy and slot.failover (connector.slotFailover auto)', () 
       expect(await slotFailover(config.connector.slotName)).toBeNull();
     }
     // Deployed again: nothing changes (the server's version gives the same config).
-    expect((await deployConnector(config, { build: durableBuild() })).action).toBe('unchanged');
+    expect((await deployConnector(config, {})).action).toBe('unchanged');
   });
 
   it('says so when the slot exists without failover on 17+ (Debezium does not alter it), with the ALTER_REPLICATION_SLOT way', async () => {
@@ -102,7 +94,7 @@ describe('connector:deploy and slot.failover (connector.slotFailover auto)', () 
     await withClient(db.name, (c) => c.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot]));
     try {
       // The slot has no stored offset here: that refusal is --force'd; the failover warning stays a warning.
-      const result = await deployConnector(config, { build: durableBuild(), force: true, dryRun: true });
+      const result = await deployConnector(config, { force: true, dryRun: true });
       const warned = (result.warnings ?? []).some((w) => w.includes(`ALTER_REPLICATION_SLOT ${slot} ( FAILOVER true )`));
       expect(warned).toBe(versionNum >= 170_000);
     } finally {

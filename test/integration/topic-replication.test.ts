@@ -66,6 +66,8 @@ afterAll(async () => {
     // The default config (replication factor 1) passes every guard: a dry run writes nothing and refuses nothing.
     const result = await deployConnector(config, { dryRun: true });
     expect(result.action).toBe('dry-run');
+    expect(result.config['topic.creation.default.replication.factor']).toBe('1');
+    expect(result.config['topic.creation.default.min.insync.replicas']).toBeUndefined();
   });
 });
 
@@ -74,12 +76,20 @@ afterAll(async () => {
   beforeAll(() => admin.connect());
   afterAll(() => admin.disconnect());
 
-  it('refuses replication factor 1 and an under-replicated existing topic without --force, naming topic, value and fix; deploys nothing', async () => {
+  it('builds the connector with 3 replicas and min.insync.replicas 2 by default, and refuses --replication-factor 1', async () => {
+    const dry = await deployConnector(config, { dryRun: true });
+    expect(dry.config['topic.creation.default.replication.factor']).toBe('3');
+    expect(dry.config['topic.creation.default.min.insync.replicas']).toBe('2');
+    const error = await rejection(deployConnector(config, { dryRun: true, build: { topicReplicationFactor: 1 } }));
+    expect(error.code).toBe('TOPIC_REPLICATION_UNSAFE');
+    expect(error.message).toContain('--replication-factor 3');
+  });
+
+  it('refuses an under-replicated existing topic without --force, naming topic, value and fix; deploys nothing', async () => {
     const weak = `${topicPart}.outbox.event.weak`;
     await admin.createTopics({ waitForLeaders: true, topics: [{ topic: weak, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'min.insync.replicas', value: '1' }] }] });
     const error = await rejection(deployConnector(config, { dryRun: true }));
     expect(error.code).toBe('TOPIC_REPLICATION_UNSAFE');
-    expect(error.message).toContain('--replication-factor 3');
     expect(error.message).toContain(`${weak} has replication factor 1`);
     expect(error.message).toContain(`${weak} has min.insync.replicas=1`);
     expect(error.message).toContain('--force');

@@ -284,3 +284,23 @@ describe('slot.failover (connector.slotFailover)', () => {
     expect(readFileSync(CONNECTOR_TEMPLATE, 'utf8')).toContain('"slot.failover": "${slotFailover}"');
   });
 });
+
+describe('the replication of the topics Connect creates (src/topics/replication.ts)', () => {
+  const creation = (build: Parameters<typeof buildConnectorConfig>[1]) => {
+    const built = buildConnectorConfig(config(), build);
+    return [built['topic.creation.default.replication.factor'], built['topic.creation.default.min.insync.replicas']];
+  };
+
+  it('follows the broker count the deploy read: one copy on one broker (and when unknown), 3 and min.insync.replicas 2 on 3+', () => {
+    expect(creation({})).toEqual(['1', undefined]);
+    expect(creation({ brokers: 1 })).toEqual(['1', undefined]);
+    expect(creation({ brokers: 3 })).toEqual(['3', '2']);
+    expect(creation({ brokers: 6 })).toEqual(['3', '2']);
+  });
+
+  it('keeps an explicit --replication-factor (the deploy guard judges it) and -1, the broker default', () => {
+    expect(creation({ brokers: 3, topicReplicationFactor: 1 })).toEqual(['1', undefined]);
+    expect(creation({ brokers: 3, topicReplicationFactor: -1 })).toEqual(['-1', undefined]);
+    expect(creation({ brokers: 5, topicReplicationFactor: 5 })).toEqual(['5', '2']);
+  });
+});
