@@ -78,7 +78,7 @@ import { durableTopicSettings } from '../topics/replication';
  *   #useFailOverSlot: "Can't create a failover slot on Postgres before version 17. Continuing to create a
  *   non-failover slot"). `auto` renders it where the server is 17+ and leaves the key out before (no diff
  *   for deployments on older servers); without a known version (connector:render has no database) it
- *   renders on, which an older server ignores.
+ *   leaves it out too, as for the local stack: set `on` to render it for a 17+ server.
  * - heartbeat.interval.ms (config, 10 s) + heartbeat.action.query: an idle outbox still confirms a
  *   recent LSN, so the slot does not pin WAL; the heartbeat table is in the publication.
  */
@@ -163,10 +163,13 @@ function invalid(message: string, code: 'CONFIG_INVALID' | 'FLAG_INVALID' = 'CON
 /** Debezium creates failover slots from this PostgreSQL version on. */
 export const FAILOVER_SLOT_VERSION = 170_000;
 
-/** connector.slotFailover resolved: `auto` is on for a 17+ server, off before, on when the version is unknown. */
+/**
+ * connector.slotFailover resolved: `auto` is on for a 17+ server, off before, and off when the version is
+ * unknown (connector:render reads no database; it renders what a deploy to the local stack applies).
+ */
 export function slotFailoverWanted(setting: OutboxConfig['connector']['slotFailover'], serverVersionNum: number | undefined): boolean {
   if (setting !== 'auto') return setting === 'on';
-  return serverVersionNum === undefined || serverVersionNum >= FAILOVER_SLOT_VERSION;
+  return serverVersionNum !== undefined && serverVersionNum >= FAILOVER_SLOT_VERSION;
 }
 
 /** What pgoutput's publication_names accepts unquoted, and what survives Debezium's '%s' literal: lower-case plain identifiers. */
