@@ -1,13 +1,9 @@
--- Least-privilege roles, applied on every `db:provision` (idempotent; not a recorded migration, since
--- roles are cluster-wide and their names are settings). The roles are created first, in code (CREATE ROLE
--- has no IF NOT EXISTS), and their passwords are set separately, as SCRAM verifiers. The application
--- role's row-level security policy on the outbox is kept in code too (src/provision/row-policy.ts).
--- An existing role may have been created with more: bring it back to exactly what it needs.
-ALTER ROLE ${cdcRole} LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
-ALTER ROLE ${appRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
-ALTER ROLE ${monitorRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
-ALTER ROLE ${routerRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
-ALTER ROLE ${relayRole} LOGIN NOREPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+-- Least-privilege roles' grants, applied on every `db:provision` (idempotent; not a recorded migration,
+-- since roles are cluster-wide and their names are settings). The roles themselves (creation, SCRAM
+-- passwords, attributes, the CDC role's right to replicate and the watchdog's pg_monitor) are set in code
+-- (src/provision/role-setup.ts), which changes only what differs: an admin that is not a superuser may
+-- not touch attributes it lacks itself. The application role's row-level security policy on the outbox is
+-- kept in code too (src/provision/row-policy.ts).
 
 -- CVE-2018-1058: before PostgreSQL 15 every role may CREATE in schema public, so any login could plant
 -- a function or operator there that shadows a built-in one another role then runs. 15+ revokes it by
@@ -42,9 +38,9 @@ GRANT INSERT (id, aggregate_type, aggregate_id, event_type, payload, content_typ
 GRANT DELETE ON ${outbox} TO ${appRole};
 GRANT SELECT (id) ON ${outbox} TO ${appRole};
 
--- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()).
-GRANT pg_monitor TO ${monitorRole};
--- …and the outbox's health (src/watchdog/outbox-query.ts): the age of the oldest row still waiting
+-- Watchdog: the monitoring views (pg_replication_slots, pg_stat_replication, pg_current_wal_lsn()) through
+-- pg_monitor, granted in code (src/provision/role-setup.ts: it needs ADMIN OPTION on pg_monitor).
+-- Here the outbox's health (src/watchdog/outbox-query.ts): the age of the oldest row still waiting
 -- (published_at IS NULL) reads the table itself, so the schema's USAGE and SELECT of just the two columns
 -- that query touches; never the payload or the keys. Here and not in a migration: this file revokes
 -- everything on our tables first on every run, so a migration's grant would not survive it.

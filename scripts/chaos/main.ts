@@ -13,7 +13,7 @@ export function formatChaos(reports: readonly ChaosReport[]): string {
   const lines: string[] = [];
   for (const r of reports) {
     lines.push(
-      `chaos ${r.pipeline}${r.exactlyOnce ? ' (exactly-once)' : ''}: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
+      `chaos ${r.pipeline}${r.exactlyOnce ? ' (exactly-once)' : ''} on the ${r.topology} stack: ${r.ok ? 'PASSED' : 'FAILED'} in ${r.seconds} s — ${r.events.committed} committed, ${r.events.rolledBack} rolled back on purpose, ` +
         `${r.events.notCommittedOnError} failed by a fault, ${r.events.ambiguousCommits} ambiguous commits resolved, ${r.events.commitOrderInversions} committed ahead of an aggregate's transaction that began earlier`,
       `  lost ${r.lost}, phantom ${r.phantom}, double-applied ${r.doubleApplied}, order violations ${r.orderViolations}`,
       `  duplicates delivered ${r.duplicatesDelivered} (of ${r.recordsOnTopic} records on the topic, ${r.replayedRecordsOnTopic} of them replayed from the DLQ), slot lag after ${r.slotLagBytes ?? 'n/a'} bytes, commit → handled p50 ${r.commitToHandledMs.p50} ms, p99 ${r.commitToHandledMs.p99} ms`,
@@ -59,7 +59,10 @@ export function program(): Command {
         'running), Connect (or the relay) killed twice, Kafka and PostgreSQL each stopped gracefully once and killed (SIGKILL; the postmaster, so crash ' +
         'recovery runs) once. Then: lost 0, phantom 0, double-applied 0, order violations (per aggregate, commit order) 0, nothing left parked. ' +
         'The soak profile writes 50 events/s for --minutes (30) with the faults spaced out, replays the DLQ every 2 minutes and samples table sizes, ' +
-        'slot lag and the RSS of every Node process each minute: any that grows fails the run. RESTARTS SERVICES OF THE LOCAL STACK: run it alone, never beside the test suite.',
+        'slot lag and the RSS of every Node process each minute: any that grows fails the run. On the cluster profile (stack up --profile cluster) the plan is the ' +
+        'cluster\'s: SIGKILL of the broker leading the routed topic, then of the active KRaft controller, of the Connect worker running the task (twice; the ' +
+        'relay instead for that pipeline), and two primary failovers (the primary killed, the standby promoted, the old primary rebuilt as the standby), each ' +
+        'victim back only after recovery was measured. RESTARTS SERVICES OF THE LOCAL STACK: run it alone, never beside the test suite.',
     )
     .addOption(new Option('--profile <name>', 'full: 20,000 events; ci: 6,000 (both: at least, until every fault is recovered from); soak: --minutes at 50 events/s').choices(['full', 'ci', 'soak']).default('full'))
     .option('--pipeline <list>', 'cdc, relay or both (comma-separated)', 'cdc,relay')

@@ -15,6 +15,7 @@ import { sleep } from 'outbox-router/retry';
 import { createConnectorSupervisor, type ConnectorSupervisor } from 'outbox-router/watchdog';
 import { round } from '../bench/stats';
 import { describeTables, growthVerdicts, RSS_SLACK_MB, rssMb, sampleTables, TABLE_SLACK, type GrowthVerdict } from '../soak/sampling';
+import { CLUSTER, CLUSTER_BROKERS, STACK_HOST, type StackProfile } from '../stack/settings';
 import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
 import { commitToHandled, countHandled, scanTopic, settledSlotLag, verify } from './checks';
@@ -78,6 +79,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const run = `chaos${pipeline}${Date.now().toString(36)}`;
   const topicReplacement = `${run}.outbox.event.\${routedByValue}`;
   const overrides: OutboxOptions = {
+    ...clusterClients(stack.profile),
     database: { database: run },
     connector: {
       name: `outbox-${run}`,
@@ -93,7 +95,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const dir = mkdtempSync(join(tmpdir(), `${run}-`));
   const configFile = join(dir, 'config.json');
   const router = { consumer: run, lanes: profile.lanes, ...ROUTER_FAILURE_SETTINGS, ...(profile.soak ? SOAK_SETTINGS.router : {}) };
-  writeFileSync(configFile, JSON.stringify({ database: { database: run }, connector: overrides.connector, relay: profile.soak ? SOAK_SETTINGS.relay : {}, router }));
+  writeFileSync(configFile, JSON.stringify({ ...clusterClients(stack.profile), database: { database: run }, connector: overrides.connector, relay: profile.soak ? SOAK_SETTINGS.relay : {}, router }));
   const handlersFile = join(dir, 'handlers.js');
   writeFileSync(handlersFile, HANDLERS_JS);
   const topic = topicForReplacement(topicReplacement)('order');
@@ -135,7 +137,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       background.push(sampleEachMinute(pool, config.connector.slotName, state, processes, samples, say, stopBackground.signal));
     }
 
-    const faults = await injectFaults(options, pool, state, { stack, log, say, parts, spawnRouter: (i) => spawnCliPart(routerName(i), spawn, ['--lanes', String(profile.lanes)]), spawnRelay: () => spawnCliPart('relay', spawn) });
+    const faults = await injectFaults(options, pool, state, { stack, config, topic, log, say, parts, spawnRouter: (i) => spawnCliPart(routerName(i), spawn, ['--lanes', String(profile.lanes)]), spawnRelay: () => spawnCliPart('relay', spawn) });
     const writeUntil = writeStart + profile.minutes * 60_000;
     while (state.attempted < profile.events || Date.now() < writeUntil) await sleep(100);
     state.stopWriting = true;
@@ -159,7 +161,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await sleep(2_000); // a late duplicate would show up in the checks below
     const soak = profile.soak ? { minutes: profile.minutes, samples, verdicts: soakVerdicts(samples) } : undefined;
     const firstEndReplay = replays[replays.length - endReplays];
-    return await buildReport(options, pool, config, topic, state, { faults, restarts, t0, replays, firstEndReplay, consumer: run, soak });
+    return await buildReport(options, pool, config, topic, state, { topology: stack.profile, faults, restarts, t0, replays, firstEndReplay, consumer: run, soak });
   } finally {
     stopBackground.abort();
     await supervisor?.stop();
@@ -336,7 +338,8 @@ async function buildReport(
     firstEndReplay,
     consumer,
     soak,
-  }: { faults: FaultRecord[]; restarts: string[]; t0: number; replays: ReplayOutcome[]; firstEndReplay?: ReplayOutcome; consumer: string; soak?: SoakReport },
+    topology,
+  }: { topology: StackProfile; faults: FaultRecord[]; restarts: string[]; t0: number; replays: ReplayOutcome[]; firstEndReplay?: ReplayOutcome; consumer: string; soak?: SoakReport },
 ): Promise<ChaosReport> {
   const checks = await verify(pool, state);
   const topicScan = await scanTopic(config, topic, state);
@@ -356,6 +359,7 @@ async function buildReport(
   };
   const report: ChaosReport = {
     pipeline,
+    topology,
     exactlyOnce: config.connector.exactlyOnce,
     profile,
     events: {
@@ -413,6 +417,19 @@ async function cleanUpRun(pipeline: Pipeline, config: OutboxConfig, base: Outbox
     })
     .catch(() => {})
     .finally(() => admin.disconnect().catch(() => {}));
+}
+
+/**
+ * On the cluster profile every client gets the whole cluster: all three brokers to bootstrap from (a
+ * router restarted while kafka-1 is down must still start) and the second Connect worker as a fallback
+ * (the supervisor must reach Connect while connect-1 is down).
+ */
+function clusterClients(profile: StackProfile): Pick<OutboxOptions, 'kafka' | 'connect'> {
+  if (profile !== 'cluster') return {};
+  return {
+    kafka: { brokers: [...CLUSTER_BROKERS] },
+    connect: { fallbackUrls: CLUSTER.connectWorkers.slice(1).map((w) => `http://${STACK_HOST}:${w.port}`) },
+  };
 }
 
 function stackEnvFor(config: OutboxConfig): Record<string, string> {

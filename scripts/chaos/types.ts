@@ -4,7 +4,20 @@ import type { GrowthVerdict, TableSample } from '../soak/sampling';
 
 export type Pipeline = 'cdc' | 'relay';
 /** kill-*: SIGKILL (Kafka: the broker JVM; PostgreSQL: the postmaster, so crash recovery runs); restart-*: a graceful stop. */
-export type FaultKind = 'kill-connect' | 'kill-relay' | 'restart-kafka' | 'kill-kafka' | 'restart-postgres' | 'kill-postgres' | 'kill-router';
+export type FaultKind =
+  | 'kill-connect'
+  | 'kill-relay'
+  | 'restart-kafka'
+  | 'kill-kafka'
+  | 'restart-postgres'
+  | 'kill-postgres'
+  | 'kill-router'
+  // The cluster profile's: SIGKILL of one broker (the routed topic's leader, the active controller) or of
+  // the worker running the task; the primary killed and the standby promoted.
+  | 'kill-kafka-leader'
+  | 'kill-kafka-controller'
+  | 'kill-connect-worker'
+  | 'failover-postgres';
 export type ProfileName = 'full' | 'ci' | 'soak';
 
 export interface ChaosProfile {
@@ -80,6 +93,8 @@ export interface SoakReport {
 
 export interface ChaosReport {
   pipeline: Pipeline;
+  /** The stack's profile: one node of each, or the cluster (three brokers, two workers, a primary and its standby). */
+  topology: 'single' | 'cluster';
   /** CDC with connector.exactlyOnce (KIP-618 transactions); false for the relay. */
   exactlyOnce: boolean;
   profile: ChaosProfile;

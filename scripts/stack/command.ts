@@ -2,24 +2,30 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { matrixEntry, POSTGRES_MATRIX, startMatrixCluster, stopMatrixCluster } from './postgres-versions';
-import { createStack, SERVICE_NAMES, type ServiceName, type StepEvent } from './stack';
+import { createStack, SERVICE_NAMES, serviceNames, type ServiceName, type StepEvent } from './stack';
+import { STACK_PROFILES, type StackProfile } from './settings';
 import { tailLines } from './processes';
 import { action, formatMs, loggerFor } from 'outbox-router/cli';
 
 export function stackCommand(): Command {
   const stack = new Command('stack').description(
-    'Run the local stack as plain processes (no Docker): PostgreSQL on 55432, Kafka on 9092, Kafka Connect + Debezium on 8083, Apicurio Registry on 8081.',
+    'Run the local stack as plain processes (no Docker): PostgreSQL on 55432, Kafka on 9092, Kafka Connect + Debezium on 8083, Apicurio Registry on 8081. ' +
+      '`stack up --profile cluster`: three brokers (9092, 9192, 9292) and two Connect workers (8083, 8084) instead.',
   );
 
   stack
     .command('up')
     .description('Start the stack (idempotent): downloads jars into the cache on first use, then waits until every service is really ready.')
+    .addOption(
+      new Option('--profile <profile>', 'single: one broker, one Connect worker; cluster: three brokers, two workers (docs/local-stack.md). Recorded: later commands keep it (env OUTBOX_STACK_PROFILE)')
+        .choices([...STACK_PROFILES]),
+    )
     .action(
-      action(async (_opts: unknown, command: Command) => {
+      action(async (opts: { profile?: StackProfile }, command: Command) => {
         const log = loggerFor(command);
-        const s = createStack();
+        const s = createStack(opts.profile ? { profile: opts.profile } : {});
         const { totalMs, startedAny } = await s.up((e: StepEvent) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
-        log.info({ step: 'up', ms: totalMs }, `stack ready in ${formatMs(totalMs)}${startedAny ? '' : ' (everything was already running)'}`);
+        log.info({ step: 'up', ms: totalMs }, `stack (${s.profile} profile) ready in ${formatMs(totalMs)}${startedAny ? '' : ' (everything was already running)'}`);
       }),
     );
 
@@ -40,10 +46,11 @@ export function stackCommand(): Command {
     .option('--json', 'print JSON for scripts', false)
     .action(
       action(async (opts: { json: boolean }) => {
-        const statuses = await createStack().status();
+        const stack = createStack();
+        const statuses = await stack.status();
         const totalRss = statuses.reduce((sum, s) => sum + s.rssBytes, 0);
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ services: statuses, totalRssBytes: totalRss }, null, 2)}\n`);
+          process.stdout.write(`${JSON.stringify({ profile: stack.profile, services: statuses, totalRssBytes: totalRss }, null, 2)}\n`);
         } else {
           const rows = statuses.map((s) => [
             s.name,
@@ -54,7 +61,7 @@ export function stackCommand(): Command {
             s.detail,
           ]);
           printTable(['service', 'state', 'pid', 'ports', 'rss', 'detail'], rows);
-          process.stdout.write(`total RSS ${Math.round(totalRss / 2 ** 20)} MB\n`);
+          process.stdout.write(`total RSS ${Math.round(totalRss / 2 ** 20)} MB (${stack.profile} profile)\n`);
         }
         return statuses.every((s) => s.ready) ? 0 : 1;
       }),
@@ -63,18 +70,20 @@ export function stackCommand(): Command {
   stack
     .command('logs')
     .description('Print the last lines of the services\' logs (all, or the ones named).')
-    .argument('[services...]', `any of ${SERVICE_NAMES.join(', ')}`)
+    .argument('[services...]', `any of ${SERVICE_NAMES.join(', ')}; on the cluster profile ${serviceNames('cluster').filter((n) => !SERVICE_NAMES.includes(n)).join(', ')} (kafka, connect: all of them)`)
     .addOption(new Option('-n, --lines <n>', 'lines per log').default(40).argParser((v) => Number.parseInt(v, 10)))
     .option('-f, --follow', 'keep printing as the logs grow (tail -F)', false)
     .action(
       action(async (names: string[], opts: { lines: number; follow: boolean }) => {
         const s = createStack();
-        const unknown = names.filter((n) => !SERVICE_NAMES.includes(n as ServiceName));
+        const known = new Set<string>([...serviceNames('single'), ...serviceNames('cluster')]);
+        const unknown = names.filter((n) => !known.has(n));
         if (unknown.length > 0) {
-          process.stderr.write(`outbox: unknown service ${unknown.join(', ')}; choose from ${SERVICE_NAMES.join(', ')}\n`);
+          process.stderr.write(`outbox: unknown service ${unknown.join(', ')}; choose from ${serviceNames(s.profile).join(', ')}\n`);
           return 2;
         }
-        const files = (names.length ? names : SERVICE_NAMES).map((n) => ({ name: n, file: s.logFile(n as ServiceName) }));
+        const chosen = names.length ? [...new Set(names.flatMap((n) => s.resolveServices(n as ServiceName)))] : serviceNames(s.profile);
+        const files = chosen.map((n) => ({ name: n, file: s.logFile(n) }));
         if (opts.follow) {
           const child = spawn('tail', ['-n', String(opts.lines), '-F', ...files.map((f) => f.file)], { stdio: 'inherit' });
           await new Promise((resolve) => child.on('exit', resolve));

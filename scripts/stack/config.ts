@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { OutboxError } from 'outbox-router/errors';
 import { defaultCacheDir, defaultStateDir } from './paths';
+import { STACK_PROFILES } from './settings';
 
 /** Kafka's own default for exactly.once.source.support; docker-compose.yml uses the same. */
 export const DEFAULT_EXACTLY_ONCE_SOURCE = 'disabled';
@@ -17,7 +18,14 @@ export const stackConfigSchema = z
     /** JDK for Apicurio Registry 3.3, whose classes need Java 21+; default: the first 21+ JDK found. */
     registryJavaHome: z.string().min(1).optional(),
     heap: z
-      .object({ kafka: heap.default('768m'), connect: heap.default('768m'), registry: heap.default('384m') })
+      .object({
+        kafka: heap.default('768m'),
+        connect: heap.default('768m'),
+        registry: heap.default('384m'),
+        /** The cluster profile's per-node heaps: five JVMs where the single stack has two (docs/local-stack.md). */
+        clusterKafka: heap.default('512m'),
+        clusterConnect: heap.default('512m'),
+      })
       .strict()
       .prefault({}),
     readyTimeoutMs: z.number().int().positive().default(120_000),
@@ -30,6 +38,13 @@ export const stackConfigSchema = z
      * a later `stack up` (the tests', the chaos run's restarts) keeps the worker as it was started.
      */
     exactlyOnceSource: z.enum(['disabled', 'enabled']).optional(),
+    /**
+     * `single` (one broker, one worker) or `cluster` (three brokers, two workers). Unset: the profile the
+     * stack was last started with (recorded in its state folder), else `single`; see stack-profile.ts.
+     */
+    profile: z.enum(STACK_PROFILES).optional(),
+    /** The cluster profile's scheduled.rebalance.max.delay.ms; unset: CLUSTER.scheduledRebalanceMaxDelayMs. For measuring only. */
+    connectRebalanceDelayMs: z.number().int().min(0).optional(),
   })
   .strict();
 
@@ -45,6 +60,7 @@ export function stackOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Stack
   if (env.OUTBOX_REGISTRY_JAVA_HOME) options.registryJavaHome = env.OUTBOX_REGISTRY_JAVA_HOME;
   if (env.OUTBOX_STACK_READY_TIMEOUT_MS) options.readyTimeoutMs = Number(env.OUTBOX_STACK_READY_TIMEOUT_MS);
   if (env.OUTBOX_STACK_EXACTLY_ONCE) options.exactlyOnceSource = env.OUTBOX_STACK_EXACTLY_ONCE as StackOptions['exactlyOnceSource'];
+  if (env.OUTBOX_STACK_PROFILE) options.profile = env.OUTBOX_STACK_PROFILE as StackOptions['profile'];
   return options;
 }
 
@@ -55,6 +71,7 @@ const ENV_NAMES: Record<string, string> = {
   registryJavaHome: 'OUTBOX_REGISTRY_JAVA_HOME',
   readyTimeoutMs: 'OUTBOX_STACK_READY_TIMEOUT_MS',
   exactlyOnceSource: 'OUTBOX_STACK_EXACTLY_ONCE',
+  profile: 'OUTBOX_STACK_PROFILE',
 };
 
 export function resolveStackConfig(options: StackOptions = {}): StackConfig {

@@ -14,6 +14,8 @@ export interface StackPaths {
   logDir: string;
   pidDir: string;
   kafkaDataDir: string;
+  /** The profile the stack was started with (stack-profile.ts); gone after `stack down --clean`. */
+  profileFile: string;
   /** Shared between checkouts and runs: downloaded jars, keyed by version. */
   cacheDir: string;
   kafkaLibDir: string;
@@ -33,6 +35,7 @@ export function stackPaths(stateDir: string, cacheDir: string): StackPaths {
     logDir: join(state, 'logs'),
     pidDir: join(state, 'pids'),
     kafkaDataDir: join(state, 'kafka-data'),
+    profileFile: join(state, 'profile'),
     cacheDir: cache,
     kafkaLibDir: join(cache, `kafka-${STACK_VERSIONS.kafka}-lib`),
     pluginPath,
@@ -40,6 +43,11 @@ export function stackPaths(stateDir: string, cacheDir: string): StackPaths {
     registryDir: join(cache, `apicurio-registry-${STACK_VERSIONS.apicurio}`),
     connectTemplates: join(PROJECT_ROOT, 'connect'),
   });
+}
+
+/** A cluster-profile broker's log.dirs (kafka-1-data, …), beside the single broker's kafka-data. */
+export function kafkaNodeDataDir(paths: Pick<StackPaths, 'stateDir'>, node: string): string {
+  return join(paths.stateDir, `${node}-data`);
 }
 
 export function defaultStateDir(): string {

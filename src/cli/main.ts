@@ -8,6 +8,7 @@ import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
 import { inboxPruneCommand } from './inbox-command';
+import { kafkaAclsCommand } from './acls-command';
 import { outboxCommands } from './outbox-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
@@ -41,6 +42,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
+  program.addCommand(kafkaAclsCommand());
   program.addCommand(consoleCommand());
   program.addCommand(configCommand());
   program.addCommand(dev.demo());

@@ -7,3 +7,4 @@ export { derivedEnvName, envForm, settingLeaves, SETTING_LEAVES, type SettingLea
 export type { RouterConfig } from './router-schema';
 export type { RelayConfig } from './relay-schema';
 export type { ConsoleConfig } from './console-schema';
+export type { AclsConfig } from './acls-schema';

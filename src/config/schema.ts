@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { aclsSchema } from './acls-schema';
 import { consoleSchema } from './console-schema';
 import { relaySchema } from './relay-schema';
 import { routerSchema } from './router-schema';
@@ -184,6 +185,13 @@ export const registrySchema = z
 export const connectSchema = z
   .object({
     url: z.string().url().default(stackUrls.connect),
+    /**
+     * Other workers of the same Connect cluster, tried in order when `url` does not answer (no response at
+     * all: refused, reset, timed out; an HTTP error is an answer). Any worker serves the whole REST API
+     * and forwards writes to the leader, so with two workers and no load balancer in front, losing the
+     * one `url` names must not blind `connector:*`, the watchdog's supervisor and `outbox status`.
+     */
+    fallbackUrls: z.array(z.string().url()).default([]),
     username: z.string().min(1).optional(),
     password: secret,
     requestTimeoutMs: z.number().int().positive().default(30_000),
@@ -234,8 +242,9 @@ export const connectorSchema = z
     exactlyOnce: z.boolean().default(false),
     /**
      * Debezium's `slot.failover` (PostgreSQL 17+ failover slots: the slot is synchronized to standbys with
-     * sync_replication_slots=on and survives a failover). `auto`: on where the server is 17+, off before
-     * (Debezium ignores it there anyway). Only a slot Debezium creates gets it: an existing slot is not
+     * sync_replication_slots=on and survives a failover). `auto` and `on` render slot.failover=true, which
+     * Debezium applies where the server is 17+ and ignores before; `on` also makes connector:deploy warn
+     * on an older server; `off` leaves it out. Only a slot Debezium creates gets it: an existing slot is not
      * altered (connector:deploy says so and how; docs/connector.md, "Failover slots").
      */
     slotFailover: z.enum(['auto', 'on', 'off']).default('auto'),
@@ -256,6 +265,7 @@ export const outboxConfigSchema = z
     watchdog: watchdogSchema.prefault({}),
     relay: relaySchema.prefault({}),
     console: consoleSchema.prefault({}),
+    acls: aclsSchema.prefault({}),
   })
   .strict()
   .superRefine(distinctRoleNames)

@@ -22,7 +22,7 @@ export interface HttpResponse {
 export type HttpFn = (request: HttpRequest) => Promise<HttpResponse>;
 
 /** `config.connect`; the TLS fields may be left out by code that builds settings by hand. */
-export type ConnectSettings = Omit<OutboxConfig['connect'], 'rejectUnauthorized'> & { rejectUnauthorized?: boolean };
+export type ConnectSettings = Omit<OutboxConfig['connect'], 'rejectUnauthorized' | 'fallbackUrls'> & { rejectUnauthorized?: boolean; fallbackUrls?: readonly string[] };
 
 export type ConnectorState = 'UNASSIGNED' | 'RUNNING' | 'PAUSED' | 'FAILED' | 'RESTARTING' | 'STOPPED';
 export interface ConnectorStatusInfo {
@@ -79,11 +79,34 @@ export function connectAxiosConfig(settings: ConnectSettings): CreateAxiosDefaul
   };
 }
 
+/** `connect.url` first, then `connect.fallbackUrls`, without credentials in any (they travel as basic auth only). */
+export function connectUrls(settings: ConnectSettings): string[] {
+  const urls = [settings.url, ...(settings.fallbackUrls ?? [])].map((url) => withoutUrlCredentials({ url }).url.replace(/\/+$/, ''));
+  return [...new Set(urls)];
+}
+
+/**
+ * The axios transport. With fallback URLs it answers from the first worker that responds: a request that
+ * got no response at all goes to the next URL, and the worker that answered is tried first next time, so
+ * a dead worker costs one refused connection, not one per request. Any HTTP status is an answer and is
+ * returned as it is (a 409 or 500 from a live worker is retried by the caller, never sent elsewhere).
+ */
 export function axiosHttp(settings: ConnectSettings): HttpFn {
-  const instance = axios.create(connectAxiosConfig(settings));
+  const instances = connectUrls(settings).map((url) => axios.create(connectAxiosConfig({ ...settings, url })));
+  let first = 0;
   return async ({ method, path, query, body }) => {
-    const response = await instance.request({ method, url: path, params: query, data: body });
-    return { status: response.status, data: response.data };
+    let lastError: unknown;
+    for (let i = 0; i < instances.length; i++) {
+      const index = (first + i) % instances.length;
+      try {
+        const response = await (instances[index] as (typeof instances)[number]).request({ method, url: path, params: query, data: body });
+        first = index;
+        return { status: response.status, data: response.data };
+      } catch (error) {
+        lastError = error;
+      }
+    }
+    throw lastError;
   };
 }
 
@@ -96,8 +119,8 @@ function unreachable(settings: ConnectSettings, request: HttpRequest, error: unk
     : `is not reachable (${code}: ${(error as Error)?.message ?? String(error)})`;
   return new OutboxError(
     'CONNECT_UNREACHABLE',
-    `Kafka Connect at ${settings.url} ${what}. Start the local stack with \`npm run stack:up\`, or set config.connect.url ` +
-      '(OUTBOX_CONNECT_URL) to your Connect worker.',
+    `Kafka Connect at ${connectUrls(settings).join(', ')} ${what}. Start the local stack with \`npm run stack:up\`, or set config.connect.url ` +
+      '(OUTBOX_CONNECT_URL) to your Connect worker, and connect.fallbackUrls (OUTBOX_CONNECT_FALLBACK_URLS) to the other workers of its cluster.',
     { retriable: true, cause: error, details: { url: settings.url, code } },
   );
 }

@@ -128,25 +128,6 @@ export async function readReplicationFacts(
   };
 }
 
-/**
- * The cluster's broker count, for the replication rule of the topics Connect creates; undefined when Kafka
- * cannot be reached (the deploy then builds as for one broker, and topicFindings warns that it could not check).
- */
-export async function brokerCount(config: OutboxConfig, admin?: TopicAdmin, log?: { debug(o: object, m: string): void }): Promise<number | undefined> {
-  let own: Admin | undefined;
-  try {
-    if (admin) return admin.describeCluster ? (await admin.describeCluster()).brokers.length : undefined;
-    own = createKafka(config, { role: 'connector-deploy', retries: 2 }).admin();
-    await own.connect();
-    return (await own.describeCluster()).brokers.length;
-  } catch (error) {
-    log?.debug({ err: { message: (error as Error).message } }, 'could not read the broker count');
-    return undefined;
-  } finally {
-    await own?.disconnect().catch(() => {});
-  }
-}
-
 export interface TopicCheck {
   findings: GuardFinding[];
   /** A check that could not run. */

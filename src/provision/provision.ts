@@ -1,14 +1,15 @@
 import type { Client } from 'pg';
-import { ROLE_KINDS, type OutboxConfig } from '../config';
-import { clientConfig, pgCode, withClient } from '../db';
+import type { OutboxConfig } from '../config';
+import { clientConfig, withClient } from '../db';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
 import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
-import { assertNotProvisioningAsRole, planRolePasswords } from './role-passwords';
+import { assertNotProvisioningAsRole } from './role-passwords';
+import { ensureRoles, type RoleSetupReport } from './role-setup';
 import { ensureRelayNotify, type RelayNotifyReport } from './relay-notify';
 import { ensureOutboxPolicies } from './row-policy';
-import { scramVerifier } from './scram';
+import { RETRY_CODES, atStep, sqlState, stepFailure } from './steps';
 import { loadMigrations, renderSql, rolesSql, sqlValues, type Migration } from './sql-files';
 
 export interface ProvisionOptions {
@@ -25,6 +26,12 @@ export interface ProvisionReport {
   passwordsSet: string[];
   /** Existing roles whose password was left as it is: no password was configured for them (not the local stack). */
   passwordsKept: string[];
+  /** `role: ATTRIBUTE …` for each role whose attributes were brought back to what it needs. */
+  attributesChanged: string[];
+  /** How the CDC role may replicate: its REPLICATION attribute, or membership in RDS's rds_replication. */
+  replicationVia: RoleSetupReport['replicationVia'];
+  /** Grants the admin may not give and the pipeline can run without, each with its fix (also logged). */
+  skipped: string[];
   /** The outbox's limit constraints (src/provision/outbox-limits.ts) this run added or replaced, and any left NOT VALID. */
   limits: LimitsReport;
   /** `created` again after `connector:delete --drop-slot` dropped it; `repaired` if its tables or operations drifted. */
@@ -35,8 +42,6 @@ export interface ProvisionReport {
   dryRun: boolean;
 }
 
-/** Transient conflicts between concurrent provisioners of different databases (roles are shared). */
-const RETRY_CODES = new Set(['40001', '40P01', 'XX000']);
 
 /**
  * Idempotent provisioning of one database: preflight, then in ONE transaction under an advisory lock
@@ -49,12 +54,13 @@ export async function provision(config: OutboxConfig, options: ProvisionOptions 
   return withClient(clientConfig(config.database), async (client) => {
     const preflight = await readPreflightFacts(client, config);
     assertPreflight(preflight);
+    options.log?.info({ path: preflight.path }, `provision: as ${preflight.role.name}, path ${preflight.path}: ${preflight.pathReason}`);
     for (let attempt = 1; ; attempt++) {
       try {
         return await provisionOnce(client, config, migrations, preflight, options);
       } catch (error) {
-        if (attempt >= 3 || !RETRY_CODES.has(pgCode(error) ?? '')) throw wrap(error);
-        options.log?.debug({ attempt, code: pgCode(error) }, 'provision.retry');
+        if (attempt >= 3 || !RETRY_CODES.has(sqlState(error) ?? '')) throw stepFailure(error, { step: 'schema', admin: preflight.role.name });
+        options.log?.debug({ attempt, code: sqlState(error) }, 'provision.retry');
       }
     }
   });
@@ -69,12 +75,16 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     rolesCreated: [],
     passwordsSet: [],
     passwordsKept: [],
+    attributesChanged: [],
+    replicationVia: 'attribute',
+    skipped: [],
     limits: { changed: [], notValidated: [] },
     publication: 'present',
     relayNotify: 'absent',
     preflight,
     dryRun: Boolean(options.dryRun),
   };
+  const at = <T>(step: string, body: () => Promise<T>) => atStep({ step, admin: preflight.role.name }, body);
   await client.query('BEGIN');
   try {
     // One lock per database and outbox schema; released by COMMIT/ROLLBACK.
@@ -101,23 +111,18 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
         report.alreadyApplied.push(`${migration.id}_${migration.name}`);
         continue;
       }
-      await client.query(renderSql(migration.template, config, `sql/migrations/${migration.id}_${migration.name}.sql`));
+      await at(`migration ${migration.id}_${migration.name}`, () => client.query(renderSql(migration.template, config, `sql/migrations/${migration.id}_${migration.name}.sql`)));
       await client.query(`INSERT INTO ${v.migrations} (id, name, checksum) VALUES ($1, $2, $3)`, [migration.id, migration.name, migration.checksum]);
       report.applied.push(`${migration.id}_${migration.name}`);
     }
-    report.publication = await ensurePublication(client, config, migrations);
-    const roleNames = ROLE_KINDS.map((kind) => config.roles[kind]);
-    const existing = await client.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])', [roleNames]);
-    // Decided for all roles before any is touched: a missing password names every variable at once.
-    for (const step of planRolePasswords(config, new Set(existing.rows.map((r) => r.rolname)))) {
-      if (await createRoleIfMissing(client, step.role)) report.rolesCreated.push(step.role);
-      if (!step.password) report.passwordsKept.push(step.role);
-      else if (await setPasswordIfChanged(client, step.role, step.password)) report.passwordsSet.push(step.role);
-    }
-    await client.query(rolesSql(config));
-    await ensureOutboxPolicies(client, config);
-    report.limits = await ensureOutboxLimits(client, config);
-    report.relayNotify = await ensureRelayNotify(client, config);
+    report.publication = await at('publication', () => ensurePublication(client, config, migrations));
+    const roles = await ensureRoles(client, config, preflight);
+    Object.assign(report, roles);
+    await at('grants (sql/roles.sql)', () => client.query(rolesSql(config)));
+    await at('row policy', () => ensureOutboxPolicies(client, config));
+    report.limits = await at('outbox limits', () => ensureOutboxLimits(client, config));
+    report.relayNotify = await at('relay notify trigger', () => ensureRelayNotify(client, config));
+    for (const skipped of report.skipped) options.log?.warn({ skipped }, `provision: skipped ${skipped}`);
     if (report.limits.notValidated.length > 0) {
       options.log?.warn(
         { constraints: report.limits.notValidated },
@@ -168,43 +173,4 @@ async function ensurePublication(client: Client, config: OutboxConfig, migration
     repaired = true;
   }
   return repaired ? 'repaired' : 'present';
-}
-
-async function createRoleIfMissing(client: Client, role: string): Promise<boolean> {
-  const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
-  if (rowCount) return false;
-  // A concurrent provisioner of another database may create it between our check and CREATE.
-  await client.query('SAVEPOINT create_role');
-  try {
-    await client.query(`CREATE ROLE ${client.escapeIdentifier(role)} LOGIN`);
-    await client.query('RELEASE SAVEPOINT create_role');
-    return true;
-  } catch (error) {
-    await client.query('ROLLBACK TO SAVEPOINT create_role');
-    if (pgCode(error) === '42710' || pgCode(error) === '23505') return false;
-    throw error;
-  }
-}
-
-/** Leaves a role's password alone when it already verifies, so a second run changes nothing. */
-async function setPasswordIfChanged(client: Client, role: string, password: string): Promise<boolean> {
-  const current = await client
-    .query<{ rolpassword: string | null }>('SELECT rolpassword FROM pg_authid WHERE rolname = $1', [role])
-    .then((r) => r.rows[0]?.rolpassword ?? null)
-    .catch(() => null); // pg_authid is superuser-only: without it, always set
-  const match = current ? /^SCRAM-SHA-256\$(\d+):([^$]+)\$/.exec(current) : null;
-  if (match && current === scramVerifier(password, Number(match[1]), Buffer.from(match[2] as string, 'base64'))) return false;
-  await client.query(`ALTER ROLE ${client.escapeIdentifier(role)} PASSWORD ${client.escapeLiteral(scramVerifier(password))}`);
-  return true;
-}
-
-function wrap(error: unknown): unknown {
-  if (error instanceof OutboxError) return error;
-  const code = pgCode(error);
-  if (!code) return error;
-  return new OutboxError('PROVISION_FAILED', `Provisioning failed and was rolled back (SQLSTATE ${code}): ${(error as Error).message}.`, {
-    cause: error,
-    retriable: RETRY_CODES.has(code),
-    details: { code },
-  });
 }

@@ -5,7 +5,7 @@
  */
 import type { OutboxConfig, OutboxOptions } from '../../src/config';
 import { buildConnectorConfig, createConnectClient, deleteConnector, deployConnector, type ConnectClient } from '../../src/connector';
-import { dropSlot } from '../../src/connector/database';
+import { dropSlot, readServerFacts } from '../../src/connector/database';
 import { provision } from '../../src/provision';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomIdentifier, stackUrls, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
@@ -171,7 +171,9 @@ describe('deployConnector on the real stack', () => {
     expect(await withClient(db.name, (c) => dropSlot(c, config.connector.slotName, 30_000))).toBe(true);
 
     const error = await rejection(deployConnector(config));
-    expect(error.code).toBe('CONNECTOR_UNSAFE');
+    // A server that was promoted (WAL timeline > 1, as on the cluster profile after a failover) names the likely cause.
+    const timeline = await withClient(db.name, async (c) => (await readServerFacts(c)).timeline);
+    expect(error.code).toBe(timeline !== null && timeline > 1 ? 'SLOT_MISSING_AFTER_FAILOVER' : 'CONNECTOR_UNSAFE');
     expect(error.details.findings).toEqual(['offset-without-slot']);
     expect(error.message).toContain('DBZ-5739');
     expect(error.message).toContain('was removed again');

@@ -38,3 +38,23 @@ describe('native stack: Kafka Connect with Debezium', () => {
     expect(pluginName?.value.errors.join(' ')).toMatch(/no-such-decoder|plugin/i);
   });
 });
+
+describe('Connect REST client: connect.fallbackUrls', () => {
+  // A worker that does not answer (nothing listens on this port), then the real one: the client must reach
+  // the real worker. Without the fallback every call failed with CONNECT_UNREACHABLE.
+  it('answers from the next worker when connect.url is dead, and stays with the one that answered', async () => {
+    const { createConnectClient } = await import('../../src/connector/connect-client');
+    const net = await import('node:net');
+    const dead = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    const client = createConnectClient({ url: `http://127.0.0.1:${dead}`, fallbackUrls: [stackUrls.connect], requestTimeoutMs: 5_000 });
+    expect(Array.isArray(await client.list())).toBe(true);
+    expect(Array.isArray(await client.list())).toBe(true);
+    const alone = createConnectClient({ url: `http://127.0.0.1:${dead}`, requestTimeoutMs: 5_000 });
+    await expect(alone.list()).rejects.toMatchObject({ code: 'CONNECT_UNREACHABLE' });
+  });
+});

@@ -59,15 +59,14 @@ afterAll(async () => {
 
 (cluster ? describe.skip : describe)('one broker (the single-node stack)', () => {
   it("connector:deploy's topic check refuses nothing and reads no replication facts; the one-copy warning stays", async () => {
-    const check = await topicFindings(config, undefined, { replicationFactor: 1 });
+    const check = await topicFindings(config, undefined, { replicationFactor: -1 });
     expect(check.warning).toBeUndefined();
     expect(check.replication).toEqual([]);
     expect(check.durability).toMatch(/^EVENTS WOULD LIVE ON ONE COPY/);
     // The default config (replication factor 1) passes every guard: a dry run writes nothing and refuses nothing.
     const result = await deployConnector(config, { dryRun: true });
     expect(result.action).toBe('dry-run');
-    expect(result.config['topic.creation.default.replication.factor']).toBe('1');
-    expect(result.config['topic.creation.default.min.insync.replicas']).toBeUndefined();
+    expect(result.config['topic.creation.default.replication.factor']).toBe('-1');
   });
 });
 
@@ -76,10 +75,18 @@ afterAll(async () => {
   beforeAll(() => admin.connect());
   afterAll(() => admin.disconnect());
 
-  it('builds the connector with 3 replicas and min.insync.replicas 2 by default, and refuses --replication-factor 1', async () => {
-    const dry = await deployConnector(config, { dryRun: true });
-    expect(dry.config['topic.creation.default.replication.factor']).toBe('3');
-    expect(dry.config['topic.creation.default.min.insync.replicas']).toBe('2');
+  it("judges the default (-1: the brokers' default.replication.factor and min.insync.replicas) by the brokers, and refuses --replication-factor 1", async () => {
+    const { brokers: nodes } = await admin.describeCluster();
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.BROKER, name: String(nodes[0]?.nodeId), configNames: ['default.replication.factor', 'min.insync.replicas'] }],
+    });
+    const value = (name: string) => Number(resources[0]?.configEntries.find((e) => e.configName === name)?.configValue);
+    const durableDefaults = value('default.replication.factor') >= 3 && value('min.insync.replicas') >= 2;
+    const dry = deployConnector(config, { dryRun: true });
+    if (durableDefaults) expect((await dry).config['topic.creation.default.replication.factor']).toBe('-1');
+    else expect((await rejection(dry)).code).toBe('TOPIC_REPLICATION_UNSAFE');
+
     const error = await rejection(deployConnector(config, { dryRun: true, build: { topicReplicationFactor: 1 } }));
     expect(error.code).toBe('TOPIC_REPLICATION_UNSAFE');
     expect(error.message).toContain('--replication-factor 3');

@@ -45,7 +45,7 @@ describe('outbox-chaos flags', () => {
     const { error } = await refusal(['--faults', 'kill-router,kill-zookeeper']);
     expect(error?.code).toBe('FLAG_INVALID');
     expect(error?.message).toBe(
-      '--faults "kill-router,kill-zookeeper": kill-zookeeper is not a fault kind; use kill-router, kill-connect, kill-relay, restart-kafka, kill-kafka, restart-postgres, kill-postgres.',
+      '--faults "kill-router,kill-zookeeper": kill-zookeeper is not a fault kind; use kill-router, kill-connect, kill-relay, restart-kafka, kill-kafka, restart-postgres, kill-postgres, kill-kafka-leader, kill-kafka-controller, kill-connect-worker, failover-postgres.',
     );
   });
 

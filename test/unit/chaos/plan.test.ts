@@ -3,7 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { firstAfter } from '../../../scripts/chaos/checks';
-import { crashRecoveryFrom, faultPlan, FAULT_KINDS } from '../../../scripts/chaos/faults';
+import { quorumLeader } from '../../../scripts/chaos/cluster-faults';
+import { crashRecoveryFrom, failoverNote, faultPlan, FAULT_KINDS } from '../../../scripts/chaos/faults';
 import { HANDLERS_JS } from '../../../scripts/chaos/handlers';
 import { PROFILES, profileFor, soakVerdicts } from '../../../scripts/chaos/run-chaos';
 import type { SoakSample } from '../../../scripts/chaos/types';
@@ -86,6 +87,36 @@ describe('chaos fault plan and profiles', () => {
       const at = faultPlan(pipeline).map((f) => f.at);
       expect(at).toEqual([...at].sort((a, b) => a - b));
     }
+  });
+
+  it('on the cluster profile: the leader broker, the controller, the task worker and two primary failovers', () => {
+    for (const pipeline of ['cdc', 'relay'] as const) {
+      const kinds = faultPlan(pipeline, 'cluster').map((f) => f.kind);
+      expect(kinds.filter((k) => k === 'kill-router')).toHaveLength(3);
+      expect(kinds.filter((k) => k === 'failover-postgres')).toHaveLength(2);
+      expect(kinds).toEqual(expect.arrayContaining(['kill-kafka-leader', 'kill-kafka-controller']));
+      expect(kinds.filter((k) => k === (pipeline === 'cdc' ? 'kill-connect-worker' : 'kill-relay'))).toHaveLength(2);
+      // The single-node faults stop a whole service: on a cluster they would stop all three brokers.
+      expect(kinds.some((k) => ['restart-kafka', 'kill-kafka', 'kill-connect', 'kill-postgres', 'restart-postgres'].includes(k))).toBe(false);
+      expect(kinds.every((k) => FAULT_KINDS.includes(k))).toBe(true);
+    }
+  });
+
+  it('reads the KRaft leader from a quorum-state file, and no leader from one without', () => {
+    expect(quorumLeader('{"clusterId":"","leaderId":2,"leaderEpoch":7,"votedId":-1,"data_version":1}')).toEqual({ nodeId: 2, epoch: 7 });
+    expect(quorumLeader('{"leaderId":-1,"leaderEpoch":3}')).toBeUndefined();
+    expect(quorumLeader('{"leaderId":')).toBeUndefined();
+  });
+
+  it('a failover note names the standby slot state before promotion, and a missing slot loudly', () => {
+    const slot = { slot_name: 's', slot_type: 'logical', failover: true, synced: true, temporary: false, invalidation_reason: null, confirmed_flush_lsn: '0/3000060', restart_lsn: '0/3000028' };
+    const report = {
+      from: 'a' as const, to: 'b' as const, primaryLsn: '0/3000100', primarySlots: [slot], standbyReceiveLsn: '0/3000100', standbyReplayLsn: '0/3000100',
+      standbySlots: [slot], promotedLsn: '0/3000200', promotedTimeline: 2, promotedSlots: [slot], killToPromotedMs: 900, killToProxySwitchedMs: 950, totalMs: 1200,
+    };
+    expect(failoverNote(report)).toContain('s synced=true temporary=false confirmed_flush 0/3000060');
+    expect(failoverNote(report)).toContain('kill → promoted 900 ms');
+    expect(failoverNote({ ...report, standbySlots: [] })).toContain('NO logical slot on the standby');
   });
 
   it('every profile runs two routers with lanes above 1 and failing handlers', () => {

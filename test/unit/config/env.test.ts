@@ -36,6 +36,13 @@ const SAMPLES: Record<string, string> = {
   'router.maxTransactionRecords': '100',
   'router.sessionTimeoutMs': '20000',
   'console.token': 'v_token-of-sixteen-chars',
+  'acls.connectPrincipal': 'User:v_connect',
+  'acls.connectorPrincipal': 'User:v_connector',
+  'acls.routerPrincipal': 'User:v_router',
+  'acls.replayPrincipal': 'User:v_replay',
+  'acls.relayPrincipal': 'User:v_relay',
+  'acls.statusPrincipal': 'User:v_status',
+  'acls.consolePrincipal': 'User:v_console',
 };
 
 /** A valid value for the setting that differs from its default, as the variable's text, and the value it must give. */

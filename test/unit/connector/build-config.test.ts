@@ -54,7 +54,7 @@ describe('buildConnectorConfig with defaults', () => {
       predicates: 'isOutboxTable',
       'predicates.isOutboxTable.type': 'org.apache.kafka.connect.transforms.predicates.TopicNameMatches',
       'predicates.isOutboxTable.pattern': 'outbox\\.public\\.outbox',
-      'topic.creation.default.replication.factor': '1',
+      'topic.creation.default.replication.factor': '-1',
       'topic.creation.default.partitions': '3',
     });
   });
@@ -261,46 +261,15 @@ describe('guard rails on extra', () => {
 });
 
 describe('slot.failover (connector.slotFailover)', () => {
-  const failover = (slotFailover: 'auto' | 'on' | 'off', serverVersionNum?: number) =>
-    buildConnectorConfig(config({ connector: { slotFailover } }), serverVersionNum === undefined ? {} : { serverVersionNum })['slot.failover'];
+  const failover = (slotFailover: 'auto' | 'on' | 'off') => buildConnectorConfig(config({ connector: { slotFailover } }))['slot.failover'];
 
-  it('auto: on for a PostgreSQL 17+ server, left out before 17 (no diff for older deployments)', () => {
-    expect(failover('auto', 170005)).toBe('true');
-    expect(failover('auto', 180000)).toBe('true');
-    expect(failover('auto', 160009)).toBeUndefined();
-    expect(failover('auto', 150000)).toBeUndefined();
-  });
-
-  it('auto without a known version (connector:render) leaves it out, as a deploy to the local stack does', () => {
-    expect(failover('auto')).toBeUndefined();
-  });
-
-  it('on and off are what they say, whatever the version', () => {
-    expect(failover('on', 150000)).toBe('true');
-    expect(failover('off', 170005)).toBeUndefined();
+  it('auto and on render slot.failover=true (Debezium applies it on 17+ and ignores it before), off leaves it out', () => {
+    expect(failover('auto')).toBe('true');
+    expect(failover('on')).toBe('true');
+    expect(failover('off')).toBeUndefined();
   });
 
   it('is in the template as a string, as Connect stores every value', () => {
     expect(readFileSync(CONNECTOR_TEMPLATE, 'utf8')).toContain('"slot.failover": "${slotFailover}"');
-  });
-});
-
-describe('the replication of the topics Connect creates (src/topics/replication.ts)', () => {
-  const creation = (build: Parameters<typeof buildConnectorConfig>[1]) => {
-    const built = buildConnectorConfig(config(), build);
-    return [built['topic.creation.default.replication.factor'], built['topic.creation.default.min.insync.replicas']];
-  };
-
-  it('follows the broker count the deploy read: one copy on one broker (and when unknown), 3 and min.insync.replicas 2 on 3+', () => {
-    expect(creation({})).toEqual(['1', undefined]);
-    expect(creation({ brokers: 1 })).toEqual(['1', undefined]);
-    expect(creation({ brokers: 3 })).toEqual(['3', '2']);
-    expect(creation({ brokers: 6 })).toEqual(['3', '2']);
-  });
-
-  it('keeps an explicit --replication-factor (the deploy guard judges it) and -1, the broker default', () => {
-    expect(creation({ brokers: 3, topicReplicationFactor: 1 })).toEqual(['1', undefined]);
-    expect(creation({ brokers: 3, topicReplicationFactor: -1 })).toEqual(['-1', undefined]);
-    expect(creation({ brokers: 5, topicReplicationFactor: 5 })).toEqual(['5', '2']);
   });
 });

@@ -13,12 +13,15 @@ type FactsPatch = Partial<Omit<PreflightFacts, 'slots' | 'walSenders' | 'role'>>
 
 function facts(patch: FactsPatch = {}): PreflightFacts {
   const base: PreflightFacts = {
+    database: 'app',
     version: '16.4',
     versionNum: 160004,
     walLevel: 'logical',
     slots: { max: 10, used: 2, ours: false },
     walSenders: { max: 10, used: 1 },
-    role: { name: 'postgres', superuser: true, createRole: true, replication: true, canCreateInDatabase: true },
+    role: { name: 'postgres', superuser: true, createRole: true, replication: true, canCreateInDatabase: true, canGrantRdsReplication: false, cloudSqlSuperuser: false, canGrantPgMonitor: true },
+    path: 'superuser',
+    pathReason: 'role postgres is a superuser',
   };
   return {
     ...base,
@@ -29,7 +32,7 @@ function facts(patch: FactsPatch = {}): PreflightFacts {
   };
 }
 
-const nonSuperuser = { name: 'deployer', superuser: false, createRole: true, replication: true, canCreateInDatabase: true };
+const nonSuperuser = { name: 'deployer', superuser: false, createRole: true, replication: true, canCreateInDatabase: true, canGrantRdsReplication: false, cloudSqlSuperuser: false, canGrantPgMonitor: false };
 
 describe('preflightProblems', () => {
   it('is empty for a server and role that can carry the pipeline', () => {
@@ -86,13 +89,25 @@ describe('preflightProblems', () => {
   });
 
   it.each([
-    ['REPLICATION', { replication: false }],
-    ['CREATEROLE', { createRole: false }],
-    ['CREATE on the database', { canCreateInDatabase: false }],
-  ])('PG16, not superuser, missing %s: a role problem', (_missing, patch) => {
+    ['REPLICATION', { replication: false }, 'it lacks REPLICATION'],
+    ['CREATEROLE', { createRole: false }, 'has no CREATEROLE'],
+    ['CREATE on the database', { canCreateInDatabase: false }, 'GRANT CREATE ON DATABASE app TO deployer'],
+  ])('PG16, not superuser, missing %s: a role problem naming it', (_missing, patch, says) => {
     const problems = preflightProblems(facts({ role: { ...nonSuperuser, ...patch } }));
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toContain('CREATEROLE and REPLICATION');
+    expect(problems[0]).toContain(says);
+  });
+
+  it('PG15 or 16 without REPLICATION but allowed to grant rds_replication (RDS / Aurora): OK', () => {
+    const rds = { ...nonSuperuser, replication: false, canGrantRdsReplication: true };
+    expect(preflightProblems(facts({ version: '15.6', versionNum: 150006, role: rds }))).toEqual([]);
+    expect(preflightProblems(facts({ role: rds }))).toEqual([]);
+  });
+
+  it('a member of cloudsqlsuperuser (Cloud SQL) with CREATEROLE: OK on 15 and 16', () => {
+    const cloudSql = { ...nonSuperuser, replication: false, cloudSqlSuperuser: true };
+    expect(preflightProblems(facts({ version: '15.6', versionNum: 150006, role: cloudSql }))).toEqual([]);
+    expect(preflightProblems(facts({ role: cloudSql }))).toEqual([]);
   });
 
   it('a superuser passes even without the other attributes', () => {

@@ -3,7 +3,7 @@ import { OutboxError, isOutboxError } from '../../../src/errors';
 import { resolveStackConfig, stackOptionsFromEnv, type StackOptions } from '../../../scripts/stack/config';
 import { PROJECT_ROOT } from '../../../scripts/stack/paths';
 
-const ENV_KEYS = ['OUTBOX_STACK_DIR', 'OUTBOX_CACHE_DIR', 'JAVA_HOME', 'OUTBOX_REGISTRY_JAVA_HOME', 'OUTBOX_STACK_READY_TIMEOUT_MS', 'OUTBOX_STACK_EXACTLY_ONCE', 'XDG_CACHE_HOME'];
+const ENV_KEYS = ['OUTBOX_STACK_DIR', 'OUTBOX_CACHE_DIR', 'JAVA_HOME', 'OUTBOX_REGISTRY_JAVA_HOME', 'OUTBOX_STACK_READY_TIMEOUT_MS', 'OUTBOX_STACK_EXACTLY_ONCE', 'OUTBOX_STACK_PROFILE', 'XDG_CACHE_HOME'];
 const saved: Record<string, string | undefined> = {};
 
 beforeEach(() => {
@@ -33,7 +33,7 @@ function configError(options: unknown): OutboxError {
 describe('resolveStackConfig defaults', () => {
   it('uses the documented heaps and a 120 s ready timeout', () => {
     const config = resolveStackConfig();
-    expect(config.heap).toEqual({ kafka: '768m', connect: '768m', registry: '384m' });
+    expect(config.heap).toEqual({ kafka: '768m', connect: '768m', registry: '384m', clusterKafka: '512m', clusterConnect: '512m' });
     expect(config.readyTimeoutMs).toBe(120_000);
     expect(config.javaHome).toBeUndefined();
     expect(config.registryJavaHome).toBeUndefined();
@@ -47,11 +47,11 @@ describe('resolveStackConfig defaults', () => {
   });
 
   it('fills the heaps not given and keeps the one given', () => {
-    expect(resolveStackConfig({ heap: { connect: '1g' } }).heap).toEqual({ kafka: '768m', connect: '1g', registry: '384m' });
+    expect(resolveStackConfig({ heap: { connect: '1g' } }).heap).toEqual({ kafka: '768m', connect: '1g', registry: '384m', clusterKafka: '512m', clusterConnect: '512m' });
   });
 
   it('accepts JVM sizes in m, M, g and G', () => {
-    expect(resolveStackConfig({ heap: { kafka: '512M', connect: '2G', registry: '256m' } }).heap).toEqual({ kafka: '512M', connect: '2G', registry: '256m' });
+    expect(resolveStackConfig({ heap: { kafka: '512M', connect: '2G', registry: '256m' } }).heap).toMatchObject({ kafka: '512M', connect: '2G', registry: '256m' });
   });
 
   it('returns a frozen object', () => {
@@ -119,6 +119,20 @@ describe('resolveStackConfig precedence', () => {
     expect(resolveStackConfig().exactlyOnceSource).toBe('enabled');
     process.env.OUTBOX_STACK_EXACTLY_ONCE = 'disabled';
     expect(resolveStackConfig().exactlyOnceSource).toBe('disabled');
+  });
+
+  it('leaves the profile unset (the recorded one decides) unless OUTBOX_STACK_PROFILE or the option says', () => {
+    expect(resolveStackConfig().profile).toBeUndefined();
+    process.env.OUTBOX_STACK_PROFILE = 'cluster';
+    expect(resolveStackConfig().profile).toBe('cluster');
+    expect(resolveStackConfig({ profile: 'single' }).profile).toBe('single');
+  });
+
+  it('rejects an OUTBOX_STACK_PROFILE other than single or cluster, naming the variable', () => {
+    process.env.OUTBOX_STACK_PROFILE = 'ha';
+    const error = configError({});
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toContain('profile (from OUTBOX_STACK_PROFILE=ha)');
   });
 
   it('rejects an OUTBOX_STACK_EXACTLY_ONCE other than enabled or disabled, naming the variable', () => {
