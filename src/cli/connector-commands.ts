@@ -72,7 +72,7 @@ function withBuildFlags(command: Command, force: string): Command {
     .option('--force', force, false)
     .option('--set <key=value>', 'an extra connector property (repeatable; checked by the guard rails)', collect, [])
     .addOption(new Option('--partitions <n>', 'partitions of the topics Connect creates (-1: broker default)').argParser(int))
-    .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (default: min(3, brokers), with min.insync.replicas 2 from 3 brokers on; -1: broker default)').argParser(int))
+    .addOption(new Option('--replication-factor <n>', 'replication factor of those topics (-1: broker default)').argParser(int))
     .option('--db-address <host[:port]>', 'the database as the Connect worker reaches it, if not config.database (compose: postgres:5432)');
 }
 
