@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { kafkaNodeDataDir, type StackPaths } from './paths';
 import { CLUSTER, CLUSTER_BROKERS, KAFKA, STACK_HOST } from './settings';
@@ -41,6 +41,7 @@ export function clusterTemplateValues(paths: Pick<StackPaths, 'stateDir' | 'plug
 /** Writes <configDir>/kafka-1.properties … connect-2.properties (log4j2.properties is the single stack's). */
 export function renderClusterConfigs(paths: StackPaths, options: ClusterRenderOptions): void {
   const values = clusterTemplateValues(paths, options);
+  mkdirSync(paths.configDir, { recursive: true });
   for (const [name, nodeValues] of Object.entries(values)) {
     const template = name.startsWith('kafka-') ? CLUSTER_TEMPLATES.kafka : CLUSTER_TEMPLATES.connect;
     writeFileSync(join(paths.configDir, `${name}.properties`), renderTemplateFile(join(paths.connectTemplates, template), nodeValues));

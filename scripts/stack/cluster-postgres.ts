@@ -10,9 +10,10 @@ import { downPair, failover, haContext, pairStatus, rebuildStandby, stopNode, up
 import { proxyPid } from './postgres-ha-nodes';
 import { describeFailure, probePostgres } from './probes';
 import { treeRssBytes } from './processes';
+import type { ClusterPostgresName } from './services';
 import { STACK_PORTS } from './settings';
 
-export type ClusterPostgresName = 'postgres-a' | 'postgres-b';
+export type { ClusterPostgresName };
 export const CLUSTER_POSTGRES_NAMES: readonly ClusterPostgresName[] = ['postgres-a', 'postgres-b'];
 
 export const isClusterPostgresName = (name: string): name is ClusterPostgresName => (CLUSTER_POSTGRES_NAMES as readonly string[]).includes(name);

@@ -8,6 +8,9 @@ import { CLUSTER, LOCAL_ROLE_PASSWORDS, POSTGRES, REGISTRY_DATABASE, STACK_HOST,
 export type ServiceGroup = 'kafka' | 'registry' | 'connect';
 /** `kafka` and `connect` are the single profile's JVMs; kafka-1…3 and connect-1…2 the cluster profile's. */
 export type JvmServiceName = 'kafka' | 'registry' | 'connect' | KafkaNodeName | ConnectWorkerName;
+/** The cluster profile's PostgreSQL nodes (cluster-postgres.ts); `postgres` is its proxy there. */
+export type ClusterPostgresName = 'postgres-a' | 'postgres-b';
+export type ServiceName = 'postgres' | ClusterPostgresName | JvmServiceName;
 
 /** Where one JVM of a profile runs: what `down` and `status` need, without a JDK. */
 export interface JvmSlot {

@@ -6,29 +6,24 @@ import { resolveStackConfig, type StackConfig, type StackOptions } from './confi
 import { findJava, type JavaRuntime } from './java';
 import { stackPaths, type StackPaths } from './paths';
 import {
-  CLUSTER_POSTGRES_NAMES, clusterPostgresLog, isClusterPostgresName, clusterPostgresStatus, downClusterPostgres, failoverClusterPostgres, rebuildClusterStandby, stopClusterPostgres,
-  type ClusterPostgresName,
+  clusterPostgresLog, clusterPostgresStatus, downClusterPostgres, failoverClusterPostgres, isClusterPostgresName, rebuildClusterStandby, stopClusterPostgres,
 } from './cluster-postgres';
 import * as pg from './postgres';
 import type { FailoverReport, RebuildReport } from './postgres-ha';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
-import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmServiceName, type JvmSlot } from './services';
-import { DEFAULT_STACK_PROFILE, STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
-import { effectiveProfile, recordedProfile, recordProfile } from './stack-profile';
+import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmSlot, type ServiceName } from './services';
+import { STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
+import { assertProfileSwitchable, effectiveProfile, recordProfile, servicesNamed } from './stack-profile';
 import { runningPid, upStack, type StepEvent } from './start-up';
 
 export { exactlyOnceSourceFor, jvmTemplateValues, type StepEvent } from './start-up';
 
-export type ServiceName = 'postgres' | ClusterPostgresName | JvmServiceName;
+export type { ServiceName } from './services';
+export { serviceNames } from './stack-profile';
 /** The single profile's services (the default); `serviceNames(profile)` for either. */
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
-
-/** A profile's services in `stack status` order: PostgreSQL, the brokers, the registry, the workers. */
-export function serviceNames(profile: StackProfile): ServiceName[] {
-  return ['postgres', ...(profile === 'cluster' ? CLUSTER_POSTGRES_NAMES : []), ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
-}
 
 export interface ServiceStatus {
   name: ServiceName;
@@ -98,7 +93,7 @@ export function createStack(options: StackOptions = {}): Stack {
     },
     resolveServices,
     async up(onStep = () => {}) {
-      await assertProfileSwitchable(paths, profile);
+      assertProfileSwitchable(paths, profile);
       recordProfile(paths, profile);
       return upStack(config, paths, profile, services, onStep);
     },
@@ -115,44 +110,9 @@ export function createStack(options: StackOptions = {}): Stack {
       assertCluster(profile, 'rebuildStandby');
       return rebuildClusterStandby(paths, onStep);
     },
-    down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, clean, onStep),
+    down: ({ clean = false } = {}, onStep = () => {}) => downStack(paths, profile, clean, onStep),
     status: () => stackStatus(paths, profile, services),
   };
-}
-
-function servicesNamed(profile: StackProfile, name: ServiceName): ServiceName[] {
-  const names = serviceNames(profile);
-  if (names.includes(name)) return [name];
-  const group = jvmLayout(profile, { configDir: '' }).filter((s) => s.group === name).map((s) => s.name);
-  if (group.length > 0) return group;
-  throw new OutboxError(
-    'STACK_PROFILE_MISMATCH',
-    `The stack runs the ${profile} profile, which has no service "${name}"; its services are ${names.join(', ')}` +
-      `${profile === 'cluster' ? ' (kafka and connect stand for all brokers or all workers)' : ''}. ` +
-      'Name one of those, or start the other profile: `stack down --clean`, then `stack up --profile <single|cluster>`.',
-    { details: { profile, service: name } },
-  );
-}
-
-/**
- * Refuses to start one profile while the other runs: their brokers share ports and their Connect
- * workers would join different clusters under one state folder. A stopped stack may switch.
- */
-async function assertProfileSwitchable(paths: StackPaths, profile: StackProfile): Promise<void> {
-  const running = recordedProfile(paths) ?? DEFAULT_STACK_PROFILE;
-  if (running === profile) return;
-  const alive: ServiceName[] = jvmLayout(running, paths).filter((s) => runningPid(paths, s.name) !== undefined).map((s) => s.name);
-  const install = pg.findPostgres();
-  const layout = existsSync(join(paths.stateDir, 'postgres-root')) ? pg.postgresLayout(paths) : undefined;
-  if (install && layout && pg.postgresRunning(install, layout)) alive.unshift('postgres');
-  if (alive.length === 0) return;
-  throw new OutboxError(
-    'STACK_PROFILE_MISMATCH',
-    `The stack in ${paths.stateDir} runs the ${running} profile (${alive.join(', ')} up); refusing to start the ${profile} profile over it. ` +
-      `Stop it first with \`stack down --clean\` (or plain \`stack down\` to keep PostgreSQL's data), then \`stack up --profile ${profile}\`; ` +
-      `or keep using it without --profile (and without OUTBOX_STACK_PROFILE=${profile}).`,
-    { details: { running, asked: profile, services: alive } },
-  );
 }
 
 function javaRuntimes(config: StackConfig): { java: JavaRuntime; registryJava: JavaRuntime } {
@@ -200,13 +160,14 @@ function graceMs(name: ServiceName): number {
   return name.startsWith('connect') ? 30_000 : 20_000;
 }
 
-async function downStack(paths: StackPaths, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
+async function downStack(paths: StackPaths, profile: StackProfile, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
   // Whatever profile runs, or ran before a switch: every JVM either profile has. A group (the workers,
   // then the brokers) stops together: one broker after another would hand every leadership to the last
   // one, and the last two would wait for a quorum that is already gone.
   const slots = allJvmSlots(paths);
+  const own = new Set(jvmLayout(profile, paths).map((s) => s.name));
   for (const group of ['connect', 'registry', 'kafka'] as const) {
-    await Promise.all(slots.filter((s) => s.group === group).map((slot) => stopJvm(paths, slot, onStep)));
+    await Promise.all(slots.filter((s) => s.group === group).map((slot) => stopJvm(paths, slot, own.has(slot.name), onStep)));
   }
   const t = Date.now();
   const install = pg.findPostgres();
@@ -237,13 +198,13 @@ async function quickProbe(probe: Probe): Promise<{ ready: boolean; detail: strin
   }
 }
 
-async function stopJvm(paths: StackPaths, slot: JvmSlot, onStep: (event: StepEvent) => void): Promise<void> {
+/** Stops one JVM; reports it if it ran or belongs to the profile (the other profile's names stay quiet). */
+async function stopJvm(paths: StackPaths, slot: JvmSlot, report: boolean, onStep: (event: StepEvent) => void): Promise<void> {
   const t = Date.now();
   const pid = runningPid(paths, slot.name);
   const outcome = pid === undefined ? 'not running' : await stopProcess(pid, graceMs(slot.name));
   removeFile(join(paths.pidDir, `${slot.name}.pid`));
-  // A profile's names that never ran stay quiet; the single profile's three are always reported.
-  if (pid !== undefined || ['kafka', 'registry', 'connect'].includes(slot.name)) {
+  if (pid !== undefined || report) {
     onStep({ step: slot.name, ms: Date.now() - t, detail: outcome === 'absent' ? 'not running' : outcome });
   }
 }

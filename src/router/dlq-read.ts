@@ -2,6 +2,21 @@ import { randomUUID } from 'node:crypto';
 import type { Kafka, KafkaMessage } from 'kafkajs';
 import { OutboxError } from '../errors';
 
+/**
+ * What a failed read reports: the replay's own errors as they are, anything else from kafkajs (it gave up
+ * retrying: brokers down, the group's coordinator not found) as DLQ_UNAVAILABLE naming the topic, not as
+ * an unexpected failure.
+ */
+export function readFailure(topic: string, error: unknown): unknown {
+  if (error instanceof OutboxError) return error;
+  const name = (error as { name?: unknown })?.name;
+  if (typeof name !== 'string' || !name.startsWith('KafkaJS')) return error;
+  return new OutboxError('DLQ_UNAVAILABLE', `Reading ${topic} failed: ${(error as Error).message} (${name}). Check the brokers (\`outbox status\`) and run the replay again: what it re-published before is dropped as duplicates by the consumers.`, {
+    retriable: true,
+    cause: error,
+  });
+}
+
 /** How often a following replay checks whether its keys are released. */
 const FOLLOW_POLL_MS = 200;
 
@@ -45,7 +60,7 @@ export async function readToEnd(
         failed = true;
         clearTimeout(timer);
         clearTimeout(poller);
-        reject(error);
+        reject(readFailure(topic, error));
       };
       const finish = () => {
         finished = true;
@@ -82,18 +97,22 @@ export async function readToEnd(
           const end = ends.get(batch.partition) ?? (follow ? 0n : undefined);
           if (end === undefined || failed || finished || (!follow && !remaining.has(batch.partition))) return;
           arm();
-          try {
-            for (const message of batch.messages) {
-              // Following, records past the end are handed on too: kafkajs would not fetch them again.
-              if (BigInt(message.offset) >= end && !follow) break;
+          for (const message of batch.messages) {
+            // Following, records past the end are handed on too: kafkajs would not fetch them again.
+            if (BigInt(message.offset) >= end && !follow) break;
+            try {
               await each(batch.partition, message);
-              if (failed || finished) return;
-              arm();
-              await heartbeat();
+            } catch (error) {
+              fail(error);
+              return;
             }
-          } catch (error) {
-            fail(error);
-            return;
+            if (failed || finished) return;
+            arm();
+            // A heartbeat's error (NOT_COORDINATOR while the group's coordinator moves to another broker,
+            // a rebalance) is kafkajs's to handle: thrown on, it finds the coordinator, rejoins and hands
+            // the batch over again (what was replayed is replayed again: consumers drop duplicates by id).
+            // Failing the replay on it made dlq:replay exit INTERNAL after a broker restart on a cluster.
+            await heartbeat();
           }
           if (!remaining.has(batch.partition)) return;
           // Non-transactional topic: offsets are dense, so reaching end - 1 means everything before was read.
