@@ -10,6 +10,7 @@
  * other tests is the primary itself, which is honest only for what they assert: that a server not in
  * recovery is reported as not a standby, and that an unreachable one is a warning, never a failed poll.
  */
+import { spawnSync } from 'node:child_process';
 import type { OutboxConfig, OutboxOptions } from '../../src/config';
 import { createConnectClient, deployConnector } from '../../src/connector';
 import { provision } from '../../src/provision';
@@ -22,13 +23,21 @@ import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(180_000);
 
-const standbyUrl = process.env.OUTBOX_TEST_STANDBY_DATABASE_URL;
-if (!standbyUrl) {
-  // A skip that says so, in the run's output: never a silent pass.
-  process.stderr.write(
-    '\nfailover-slots.test.ts: the standby tests are SKIPPED: OUTBOX_TEST_STANDBY_DATABASE_URL is not set (a postgres:// URL of a PostgreSQL 17+ streaming standby of the test primary, e.g. the cluster profile\'s 127.0.0.1:55436)\n\n',
-  );
+/** Why the standby tests cannot run here, or undefined: the URL must reach a server in recovery (read synchronously: jest defines tests synchronously). */
+function standbyMissing(url: string | undefined): string | undefined {
+  if (!url) return 'OUTBOX_TEST_STANDBY_DATABASE_URL is not set (a postgres:// URL of a PostgreSQL 17+ streaming standby of the test primary, e.g. a node of the cluster profile)';
+  const script = `const { Client } = require('pg'); const c = new Client({ connectionString: process.env.URL, connectionTimeoutMillis: 5000 });
+c.connect().then(() => c.query('SELECT pg_is_in_recovery() AS r')).then((q) => { process.stdout.write(String(q.rows[0].r)); return c.end(); }).catch((e) => process.stdout.write('error: ' + e.message));`;
+  const probe = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 15_000, env: { ...process.env, URL: url } });
+  const answer = probe.stdout.trim();
+  if (answer === 'true') return undefined;
+  return answer === 'false' ? 'the server at OUTBOX_TEST_STANDBY_DATABASE_URL is not in recovery (a primary: did the nodes fail over?)' : `the standby cannot be read (${answer || probe.error?.message})`;
 }
+
+const standbyUrl = process.env.OUTBOX_TEST_STANDBY_DATABASE_URL;
+const missing = standbyMissing(standbyUrl);
+// A skip that says so, in the run's output: never a silent pass.
+if (missing) process.stderr.write(`\nfailover-slots.test.ts: the standby tests are SKIPPED: ${missing}\n\n`);
 
 const id = randomIdentifier('fo');
 let db: FreshDatabase;
@@ -128,7 +137,7 @@ describe('a configured standby that is not one', () => {
   });
 });
 
-(standbyUrl ? describe : describe.skip)('a real PostgreSQL 17 standby (OUTBOX_TEST_STANDBY_DATABASE_URL)', () => {
+(missing ? describe.skip : describe)('a real PostgreSQL 17 standby (OUTBOX_TEST_STANDBY_DATABASE_URL)', () => {
   const standbyConfig = (overrides: OutboxOptions = {}) => configWith({ ...overrides, watchdog: { standby: { databaseUrl: standbyUrl }, ...overrides.watchdog } });
 
   it('a failover slot of the primary becomes ready on the standby: no FailoverSlotNotReady, and status shows it synced', async () => {
