@@ -10,7 +10,7 @@ const moduleNameMapper = {
 };
 
 /** The integration files that also run on each server of the PostgreSQL version matrix. */
-const MATRIX_TESTS = ['provision', 'provision-managed', 'security-privileges', 'watchdog', 'cdc-e2e', 'slot-invalidation'];
+const MATRIX_TESTS = ['provision', 'provision-managed', 'security-privileges', 'watchdog', 'cdc-e2e', 'slot-invalidation', 'failover-slots'];
 
 /** @type {import('jest').Config} */
 module.exports = {

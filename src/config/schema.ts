@@ -242,8 +242,9 @@ export const connectorSchema = z
     exactlyOnce: z.boolean().default(false),
     /**
      * Debezium's `slot.failover` (PostgreSQL 17+ failover slots: the slot is synchronized to standbys with
-     * sync_replication_slots=on and survives a failover). `auto`: on where the server is 17+, off before
-     * (Debezium ignores it there anyway). Only a slot Debezium creates gets it: an existing slot is not
+     * sync_replication_slots=on and survives a failover). `auto` and `on` render slot.failover=true, which
+     * Debezium applies where the server is 17+ and ignores before; `on` also makes connector:deploy warn
+     * on an older server; `off` leaves it out. Only a slot Debezium creates gets it: an existing slot is not
      * altered (connector:deploy says so and how; docs/connector.md, "Failover slots").
      */
     slotFailover: z.enum(['auto', 'on', 'off']).default('auto'),

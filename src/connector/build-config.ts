@@ -57,8 +57,8 @@ import { checkExtra } from './extra-guard';
  *   Worker.baseProducerConfigs puts acks=all, max.in.flight.requests.per.connection=1 and
  *   enable.idempotence=false, then the worker's `producer.*` over them, then the connector's
  *   `producer.override.*`), stated so a worker-level producer.acks cannot weaken it: with topics at
- *   min.insync.replicas 2 (src/topics/replication.ts) an acknowledged record is then on two brokers. Connect also keeps max.in.flight.requests.per.connection=1 and
- *   idempotence off: ordering holds without them. Tried and dropped: enable.idempotence=true with 5 in
+ *   min.insync.replicas 2 (src/topics/replication.ts) an acknowledged record is then on two brokers.
+ *   Ordering holds with Connect's one request in flight and idempotence off. Tried and dropped: enable.idempotence=true with 5 in
  *   flight (→ Kafka p50 6.0/6.7 ms at 200/1,000/s against 6.3/6.6, no gain: the producer is not the limit).
  * - max.batch.size / max.queue.size (config, 2048/8192): Debezium's defaults, not varied: at ≤ 2,000/s a
  *   poll returns at the interval with ~10 records, far below the batch, and the queue never fills.
@@ -71,13 +71,12 @@ import { checkExtra } from './extra-guard';
  *   snappy or zstd without codec plugins; gzip costs CPU the 2-core box lacks, on Avro that compresses little.
  * - producer.override.max.request.size and topic.creation.default.max.message.bytes: the largest
  *   payload (outbox.maxPayloadBytes) plus 64 KiB for key and headers, never below Kafka's 1 MiB.
- * - slot.failover (connector.slotFailover): a PostgreSQL 17+ failover slot, synchronized to standbys
- *   that run sync_replication_slots, so the slot (and the connector's position) survives a failover.
- *   Debezium 3.6.1 sets it only when it creates the slot, and only on 17+ (PostgresReplicationConnection
- *   #useFailOverSlot: "Can't create a failover slot on Postgres before version 17. Continuing to create a
- *   non-failover slot"). `auto` renders it where the server is 17+ and leaves the key out before (no diff
- *   for deployments on older servers); without a known version (connector:render has no database) it
- *   renders on, which an older server ignores.
+ * - slot.failover (connector.slotFailover, on unless `off`): a PostgreSQL 17+ failover slot, synchronized
+ *   to standbys that run sync_replication_slots, so the slot (and the connector's position) survives a
+ *   failover. Debezium 3.6.1 sets it only when it creates the slot, and only on 17+
+ *   (PostgresReplicationConnection#useFailOverSlot: "Can't create a failover slot on Postgres before
+ *   version 17. Continuing to create a non-failover slot"), so the same config serves every server and
+ *   the build stays pure: connector:render prints what connector:deploy applies, whatever the version.
  * - heartbeat.interval.ms (config, 10 s) + heartbeat.action.query: an idle outbox still confirms a
  *   recent LSN, so the slot does not pin WAL; the heartbeat table is in the publication.
  */
@@ -129,8 +128,6 @@ export const connectorBuildOptionsSchema = z
      * strimzi` puts Strimzi's `${secrets:<namespace>/<secret>:<key>}` here. Still only a reference.
      */
     passwordRef: z.string().refine(isProviderReference, 'a config provider reference such as ${secrets:namespace/secret:key}').optional(),
-    /** The server's server_version_num, when known (connector:deploy reads it): decides connector.slotFailover `auto`. */
-    serverVersionNum: z.number().int().positive().optional(),
   })
   .strict();
 
@@ -160,12 +157,6 @@ function invalid(message: string, code: 'CONFIG_INVALID' | 'FLAG_INVALID' = 'CON
 
 /** Debezium creates failover slots from this PostgreSQL version on. */
 export const FAILOVER_SLOT_VERSION = 170_000;
-
-/** connector.slotFailover resolved: `auto` is on for a 17+ server, off before, on when the version is unknown. */
-export function slotFailoverWanted(setting: OutboxConfig['connector']['slotFailover'], serverVersionNum: number | undefined): boolean {
-  if (setting !== 'auto') return setting === 'on';
-  return serverVersionNum === undefined || serverVersionNum >= FAILOVER_SLOT_VERSION;
-}
 
 /** What pgoutput's publication_names accepts unquoted, and what survives Debezium's '%s' literal: lower-case plain identifiers. */
 const PLAIN_PUBLICATION = /^[a-z_][a-z0-9_]*$/;
@@ -260,7 +251,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   const rendered = JSON.parse(renderTemplate(template(), jsonSafe, CONNECTOR_TEMPLATE)) as Record<string, string>;
 
   if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
-  if (!slotFailoverWanted(connector.slotFailover, opts.serverVersionNum)) delete rendered['slot.failover'];
+  if (connector.slotFailover === 'off') delete rendered['slot.failover'];
   if (connector.exactlyOnce) Object.assign(rendered, EXACTLY_ONCE_PROPERTIES);
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });

@@ -35,7 +35,7 @@ export async function readSlot(client: Client, slotName: string): Promise<SlotIn
 
 /** What a deploy needs to know of the server before it builds the config. */
 export interface ServerFacts {
-  /** server_version_num, e.g. 170005: decides connector.slotFailover `auto`. */
+  /** server_version_num, e.g. 170005: whether the server can make failover slots (17+). */
   versionNum: number;
   /**
    * The WAL timeline (1 on a server that was never promoted or restored to a point in time): a slot missing

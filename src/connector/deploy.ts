@@ -1,7 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
-import { desiredConnectorConfig, type DesiredConnectorOptions, type ConnectorConfig } from './build-config';
+import { desiredConnectorConfig, FAILOVER_SLOT_VERSION, type DesiredConnectorOptions, type ConnectorConfig } from './build-config';
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
@@ -70,6 +70,15 @@ function refuse(name: string, findings: GuardFinding[], created: boolean, server
   );
 }
 
+/** connector.slotFailover=on asks for what a server before 17 cannot give (Debezium then makes a plain slot). */
+function oldServerWarning(config: OutboxConfig, server: ServerFacts): string | undefined {
+  if (config.connector.slotFailover !== 'on' || server.versionNum >= FAILOVER_SLOT_VERSION) return undefined;
+  return (
+    `connector.slotFailover is on, but the server is PostgreSQL ${Math.floor(server.versionNum / 10_000)}: failover slots need 17+, so Debezium makes a plain slot, ` +
+    'which a failover leaves behind (docs/connector.md, "Failover slots"). Upgrade to 17+ for a slot that survives a failover, or set connector.slotFailover=auto to silence this.'
+  );
+}
+
 /** What the steps of one deploy share. */
 interface Deployment {
   config: OutboxConfig;
@@ -102,13 +111,9 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     options.onProgress?.({ step, detail, ms: Date.now() - started });
   };
   const client = options.client ?? createConnectClient(config.connect);
-  const build = (serverVersionNum?: number): ConnectorConfig => {
-    const built = desiredConnectorConfig(config, { build: { ...options.build, ...(serverVersionNum ? { serverVersionNum } : {}) }, force });
-    // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
-    return options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
-  };
-  // Validated before the database is read; the server's version then decides slot.failover (auto), the one key it changes.
-  let desired = build();
+  const built = desiredConnectorConfig(config, { build: options.build, force });
+  // --resnapshot is the consent to the snapshot the extra guard refuses otherwise.
+  const desired: ConnectorConfig = options.resnapshot ? { ...built, 'snapshot.mode': 'initial' } : built;
   const name = desired.name as string;
   const slotName = desired['slot.name'] as string;
   const overridden = unsafeExtra(desired, options.build?.extra ?? {}).map((r) => `extra ${r.key}: ${r.reason}`);
@@ -118,7 +123,6 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   if (options.resnapshot && !options.dryRun) await clearForResnapshot(config, client, { name, slotName, force, progress, log });
 
   const { slot, preSlotRows, server } = await readDatabaseSide(config, desired, slotName);
-  desired = build(server.versionNum);
   progress('prerequisites', `publication ${config.outbox.publication} ready; slot ${slotName} ${slot ? `exists (confirmed ${slot.confirmedFlushLsn})` : 'not created yet'}`);
 
   const ownMinIsr = desired['topic.creation.default.min.insync.replicas'];
@@ -126,7 +130,7 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     replicationFactor: Number(desired['topic.creation.default.replication.factor'] ?? -1),
     ...(ownMinIsr !== undefined ? { minInsyncReplicas: Number(ownMinIsr) } : {}),
   });
-  const failoverWarning = failoverSlotWarning(slot, desired['slot.failover'] === 'true', name);
+  const failoverWarning = failoverSlotWarning(slot, desired['slot.failover'] === 'true', name) ?? oldServerWarning(config, server);
   const topicWarnings = [topics.warning, topics.durability, failoverWarning].filter((w): w is string => w !== undefined);
   for (const w of topicWarnings) log?.warn({ step: 'guard' }, w);
 

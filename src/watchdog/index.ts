@@ -4,6 +4,8 @@ export { step, thresholdLevel, initialAlertState, type AlertState, type Level, t
 export { SLOT_RULES, evaluateSlotRule, retainedThresholds, type RuleName, type SlotRuleName, type WatchdogConfig } from './slot-lag-rules';
 export { sampleOutbox, readPending, outboxStatsSql, outboxPendingSql, DEFAULT_BACKLOG_CAP, type OutboxTableSample, type SampleOutboxOptions } from './outbox-query';
 export { OUTBOX_RULES, evaluateOutboxRule, type OutboxRuleName } from './outbox-rules';
+export { FAILOVER_RULES, standbyReadiness, evaluateFailoverSlot, evaluateFailoverDisabled, evaluateStandbyRead, type FailoverFacts, type FailoverRuleName, type SlotReadiness, type StandbyRead } from './failover-rules';
+export { readStandbySlots, readPrimaryFailoverFacts, standbySlotsSql, type StandbySample, type StandbySlotRow, type PrimaryFailoverFacts } from './failover-query';
 export { slotQuerySql, parseSlotRows, readSlots, sampleSlots, readSettings, SETTINGS_SQL, type SlotRow, type SlotSample, type ServerSettings } from './slot-query';
 export { createSlotTracker, etaInvalidationMs, etaDiskBudgetMs, projectMs, rateOver, type SlotStatus, type TrackedSample, type SlotTracker } from './slot-tracker';
 export { genericPayload, slackPayload, alertmanagerPayload, WEBHOOK_SCHEMA, type AlertmanagerAlert } from './payloads';

@@ -261,23 +261,12 @@ describe('guard rails on extra', () => {
 });
 
 describe('slot.failover (connector.slotFailover)', () => {
-  const failover = (slotFailover: 'auto' | 'on' | 'off', serverVersionNum?: number) =>
-    buildConnectorConfig(config({ connector: { slotFailover } }), serverVersionNum === undefined ? {} : { serverVersionNum })['slot.failover'];
+  const failover = (slotFailover: 'auto' | 'on' | 'off') => buildConnectorConfig(config({ connector: { slotFailover } }))['slot.failover'];
 
-  it('auto: on for a PostgreSQL 17+ server, left out before 17 (no diff for older deployments)', () => {
-    expect(failover('auto', 170005)).toBe('true');
-    expect(failover('auto', 180000)).toBe('true');
-    expect(failover('auto', 160009)).toBeUndefined();
-    expect(failover('auto', 150000)).toBeUndefined();
-  });
-
-  it('auto without a known version (connector:render) renders it on, which older servers ignore', () => {
+  it('auto and on render slot.failover=true (Debezium applies it on 17+ and ignores it before), off leaves it out', () => {
     expect(failover('auto')).toBe('true');
-  });
-
-  it('on and off are what they say, whatever the version', () => {
-    expect(failover('on', 150000)).toBe('true');
-    expect(failover('off', 170005)).toBeUndefined();
+    expect(failover('on')).toBe('true');
+    expect(failover('off')).toBeUndefined();
   });
 
   it('is in the template as a string, as Connect stores every value', () => {
