@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import type { Logger } from 'outbox-router/log';
 import { sleep } from 'outbox-router/retry';
 import type { OutboxConfig } from 'outbox-router/config';
-import type { FailoverReport } from '../stack/postgres-ha';
+import { failoverNote } from '../stack/cluster-postgres';
 import type { ServiceName, Stack } from '../stack/stack';
 import { activeController, brokerLeading, brokerService, workerRunningTask } from './cluster-faults';
 import { measureRecovery } from './checks';
@@ -176,21 +176,6 @@ async function injectClusterFault(kind: FaultKind, record: FaultRecord, ctx: Fau
   return { injectedAt, afterRecovery: bringBack(victim) };
 }
 
-/** One line of a failover: the LSNs, the slot on the standby before promotion, the timings. */
-export function failoverNote(report: FailoverReport): string {
-  const logical = report.standbySlots.filter((s) => s.slot_type === 'logical');
-  const slots = logical.length
-    ? logical.map((s) => `${s.slot_name} synced=${s.synced} temporary=${s.temporary} confirmed_flush ${s.confirmed_flush_lsn ?? '-'}${s.invalidation_reason ? ` INVALIDATED (${s.invalidation_reason})` : ''}`).join(', ')
-    : (report.primarySlots ?? []).some((s) => s.slot_type === 'logical')
-      ? 'NO logical slot on the standby'
-      : 'no logical slot on either node (a pipeline without one: the relay)';
-  const primarySlot = (report.primarySlots ?? []).filter((s) => s.slot_type === 'logical').map((s) => `${s.slot_name} confirmed_flush ${s.confirmed_flush_lsn ?? '-'}`).join(', ');
-  return (
-    `failover ${report.from} → ${report.to}: primary at ${report.primaryLsn ?? '?'}${primarySlot ? ` (${primarySlot})` : ''}; standby received ${report.standbyReceiveLsn ?? '?'}, ` +
-    `replayed ${report.standbyReplayLsn ?? '?'}; standby slots before promotion: ${slots}; promoted at ${report.promotedLsn} (timeline ${report.promotedTimeline}); ` +
-    `kill → promoted ${report.killToPromotedMs} ms, kill → proxy switched ${report.killToProxySwitchedMs} ms`
-  );
-}
 
 /** Did the restart after the kill run crash recovery? Read from the server log written since `offset`. */
 export function crashRecoveryNote(logFile: string, offset: number): string {

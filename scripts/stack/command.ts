@@ -5,6 +5,7 @@ import { matrixEntry, POSTGRES_MATRIX, startMatrixCluster, stopMatrixCluster } f
 import { createStack, SERVICE_NAMES, serviceNames, type ServiceName, type StepEvent } from './stack';
 import { STACK_PROFILES, type StackProfile } from './settings';
 import { tailLines } from './processes';
+import { failoverNote } from './cluster-postgres';
 import { action, formatMs, loggerFor } from 'outbox-router/cli';
 
 export function stackCommand(): Command {
@@ -115,6 +116,33 @@ export function stackCommand(): Command {
         }
         const started = Date.now();
         await startMatrixCluster(paths, version, (detail) => log.info({ step: 'postgres', ms: Date.now() - started }, detail));
+      }),
+    );
+  stack
+    .command('failover')
+    .description(
+      'Cluster profile: fail the PostgreSQL primary over to its standby, as a crash would: SIGKILL of the primary, promotion of the standby, the proxy on ' +
+        '55432 moved to it (every connection to the old primary closed). Prints the LSNs and the standby\'s slots before promotion. The old primary stays ' +
+        'down until `stack rebuild-standby` (or `stack up`) copies it back as the new standby.',
+    )
+    .option('--json', 'print the report as JSON', false)
+    .action(
+      action(async (opts: { json: boolean }, command: Command) => {
+        const log = loggerFor(command);
+        const report = await createStack().failoverPostgres((e) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
+        if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+        else process.stdout.write(`${failoverNote(report)}\n`);
+      }),
+    );
+
+  stack
+    .command('rebuild-standby')
+    .description('Cluster profile: bring the PostgreSQL node that is not the primary back as its synchronous standby (a fresh copy of the primary), and make the primary wait for it again.')
+    .action(
+      action(async (_opts: unknown, command: Command) => {
+        const log = loggerFor(command);
+        const report = await createStack().rebuildStandby((e) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
+        log.info({ step: 'rebuild-standby', ms: report.ms }, `node ${report.standby} is the synchronous standby of node ${report.primary} (${report.method}) after ${formatMs(report.ms)}`);
       }),
     );
   return stack;
