@@ -69,6 +69,9 @@ const slotFailover = (slot: string) =>
     return ((await c.query('SELECT failover FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0] as { failover: boolean } | undefined)?.failover ?? 'missing';
   });
 
+/** Cleanup that never hides the test's own failure (after a failover the slot may be gone with the old primary). */
+const dropIfThere = (slot: string) => withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]));
+
 beforeAll(async () => {
   db = await freshDatabase('fo');
   base = testConfig(db.name);
@@ -102,7 +105,7 @@ describe('connector:deploy and slot.failover (connector.slotFailover auto)', () 
       const warned = (result.warnings ?? []).some((w) => w.includes(`ALTER_REPLICATION_SLOT ${slot} ( FAILOVER true )`));
       expect(warned).toBe(versionNum >= 170_000);
     } finally {
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 });
@@ -157,7 +160,7 @@ describe('a configured standby that is not one', () => {
       expect(readiness).toMatchObject({ readiness: 'ready', synced: true, temporary: false, invalidationReason: null });
     } finally {
       await watchdog.stop(0);
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 
@@ -171,7 +174,7 @@ describe('a configured standby that is not one', () => {
       expect(row).toMatchObject({ slot, level: 'warning' });
     } finally {
       await watchdog.stop(0);
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 });
