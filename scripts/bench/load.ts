@@ -62,7 +62,10 @@ export function parseMachineStat(content: string): { busy: number; total: number
  */
 export interface StackScope {
   javaPids: ReadonlySet<number>;
-  postmaster?: number;
+  /** The single profile's one postmaster, or the cluster profile's two (primary and standby). */
+  postmasters?: ReadonlySet<number>;
+  /** The cluster profile's PostgreSQL proxy (counted with PostgreSQL: every client goes through it). */
+  proxy?: number;
 }
 
 export function readStackScope(stateDir: string): StackScope | undefined {
@@ -74,17 +77,23 @@ export function readStackScope(stateDir: string): StackScope | undefined {
       return undefined;
     }
   };
-  const javaPids = new Set(['kafka', 'connect', 'registry'].map((s) => pid(`${stateDir}/pids/${s}.pid`)).filter((n): n is number => n !== undefined));
-  let pgRoot = `${stateDir}/postgres`;
-  try {
-    // The cluster may live outside the state folder (a root that the postgres user cannot enter): its pointer file says where.
-    pgRoot = readFileSync(`${stateDir}/postgres-root`, 'utf8').trim() || pgRoot;
-  } catch {
-    // no pointer: the default place
-  }
-  const postmaster = pid(`${pgRoot}/data/postmaster.pid`);
-  if (javaPids.size === 0 && postmaster === undefined) return undefined;
-  return { javaPids, ...(postmaster !== undefined ? { postmaster } : {}) };
+  // Both profiles' JVMs: the single one's kafka and connect, the cluster's brokers and workers.
+  const jvms = ['kafka', 'connect', 'registry', 'kafka-1', 'kafka-2', 'kafka-3', 'connect-1', 'connect-2'];
+  const javaPids = new Set(jvms.map((s) => pid(`${stateDir}/pids/${s}.pid`)).filter((n): n is number => n !== undefined));
+  // Each cluster may live outside the state folder (a root that the postgres user cannot enter): its
+  // pointer file says where. The single profile's one, and the cluster profile's pair.
+  const rootOf = (pointer: string, fallback: string) => {
+    try {
+      return readFileSync(`${stateDir}/${pointer}`, 'utf8').trim() || fallback;
+    } catch {
+      return fallback;
+    }
+  };
+  const roots = [rootOf('postgres-root', `${stateDir}/postgres`), rootOf('postgres-ha/a-root', `${stateDir}/postgres-ha/a`), rootOf('postgres-ha/b-root', `${stateDir}/postgres-ha/b`)];
+  const postmasters = new Set(roots.map((root) => pid(`${root}/data/postmaster.pid`)).filter((n): n is number => n !== undefined));
+  const proxy = pid(`${stateDir}/pids/pg-proxy.pid`);
+  if (javaPids.size === 0 && postmasters.size === 0) return undefined;
+  return { javaPids, ...(postmasters.size ? { postmasters } : {}), ...(proxy !== undefined ? { proxy } : {}) };
 }
 
 /** Which part of the stack a process is, by its comm and command line (and, with a scope, whether it is the measured stack's). */
@@ -93,9 +102,10 @@ export function classifyProcess(comm: string, cmdline: string, pid: number, self
   const child = children.get(pid);
   if (child) return child;
   if (comm === 'postgres' || comm.startsWith('postgres')) {
-    if (scope?.postmaster !== undefined && pid !== scope.postmaster && ppid !== scope.postmaster) return 'other';
+    if (scope?.postmasters && !scope.postmasters.has(pid) && !(ppid !== undefined && scope.postmasters.has(ppid))) return 'other';
     return 'postgres';
   }
+  if (scope?.proxy === pid) return 'postgres';
   if (comm === 'java' || cmdline.includes('/bin/java')) {
     if (scope && scope.javaPids.size > 0 && !scope.javaPids.has(pid)) return 'other';
     if (/ConnectDistributed/.test(cmdline)) return 'connect';

@@ -181,7 +181,9 @@ export function failoverNote(report: FailoverReport): string {
   const logical = report.standbySlots.filter((s) => s.slot_type === 'logical');
   const slots = logical.length
     ? logical.map((s) => `${s.slot_name} synced=${s.synced} temporary=${s.temporary} confirmed_flush ${s.confirmed_flush_lsn ?? '-'}${s.invalidation_reason ? ` INVALIDATED (${s.invalidation_reason})` : ''}`).join(', ')
-    : 'NO logical slot on the standby';
+    : (report.primarySlots ?? []).some((s) => s.slot_type === 'logical')
+      ? 'NO logical slot on the standby'
+      : 'no logical slot on either node (a pipeline without one: the relay)';
   const primarySlot = (report.primarySlots ?? []).filter((s) => s.slot_type === 'logical').map((s) => `${s.slot_name} confirmed_flush ${s.confirmed_flush_lsn ?? '-'}`).join(', ');
   return (
     `failover ${report.from} → ${report.to}: primary at ${report.primaryLsn ?? '?'}${primarySlot ? ` (${primarySlot})` : ''}; standby received ${report.standbyReceiveLsn ?? '?'}, ` +

@@ -11,6 +11,7 @@ import { proxyPid } from './postgres-ha-nodes';
 import { describeFailure, probePostgres } from './probes';
 import { treeRssBytes } from './processes';
 import type { ClusterPostgresName } from './services';
+import type { ServiceStatus } from './stack';
 import { STACK_PORTS } from './settings';
 
 export type { ClusterPostgresName };
@@ -20,16 +21,8 @@ export const isClusterPostgresName = (name: string): name is ClusterPostgresName
 
 const nodeOf = (name: ClusterPostgresName): NodeName => (name === 'postgres-a' ? 'a' : 'b');
 
-export interface ClusterPostgresRow {
-  name: 'postgres' | ClusterPostgresName;
-  ports: number[];
-  pid?: number;
-  running: boolean;
-  ready: boolean;
-  detail: string;
-  rssBytes: number;
-  logFile: string;
-}
+/** A row of `stack status`: the proxy, or a node. */
+export type ClusterPostgresRow = ServiceStatus & { name: 'postgres' | ClusterPostgresName };
 
 type Step = (event: { step: string; ms: number; detail: string }) => void;
 

@@ -306,7 +306,9 @@ async function checkExisting(d: Deployment, stored: Record<string, string>): Pro
 async function checkUnchanged(d: Deployment, current: Record<string, string>): Promise<Partial<DeployResult>> {
   const findings = await checkExisting(d, current);
   // A lost slot is not a warning about the past: the connector cannot stream from it at all, stopped or running.
-  const lost = findings.filter((f) => f.code === 'slot-lost');
+  // Nor can it from a slot that is gone under its stored offset (dropped, or left behind by a failover without
+  // failover slots: SLOT_MISSING_AFTER_FAILOVER): its task fails, and a redeploy must say why, not only that.
+  const lost = findings.filter((f) => f.code === 'slot-lost' || f.code === 'offset-without-slot');
   if (lost.length > 0 && !d.force) throw refuse(d.name, lost, false, d.server);
   const warnings = findings.map((f) => f.message);
   for (const w of warnings) d.log?.warn({ step: 'guard' }, w);

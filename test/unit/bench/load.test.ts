@@ -53,7 +53,7 @@ describe('CPU between samples', () => {
 });
 
 describe('classifyProcess with the measured stack scope', () => {
-  const scope = { javaPids: new Set([10, 11]), postmaster: 20 };
+  const scope = { javaPids: new Set([10, 11]), postmasters: new Set([20]), proxy: 40 };
   it('counts only the stack\'s own JVMs and its postmaster with its children', () => {
     expect(classifyProcess('java', '/usr/bin/java -cp x kafka.Kafka server.properties', 10, 99, new Map(), scope)).toBe('kafka');
     // a broker of another profile on the same machine is not the pipeline
@@ -62,5 +62,7 @@ describe('classifyProcess with the measured stack scope', () => {
     expect(classifyProcess('postgres', 'postgres: walsender', 21, 99, new Map(), scope, 20)).toBe('postgres');
     // the system's PostgreSQL
     expect(classifyProcess('postgres', 'postgres: checkpointer', 30, 99, new Map(), scope, 29)).toBe('other');
+    // the cluster profile's proxy: PostgreSQL's cost, every client goes through it
+    expect(classifyProcess('node', 'node build/scripts/stack/pg-proxy.js', 40, 99, new Map(), scope, 1)).toBe('postgres');
   });
 });
