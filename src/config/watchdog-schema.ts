@@ -54,8 +54,8 @@ export const watchdogRulesSchema = z
     outboxTableSizeForMs: ms('outboxTableSizeForMs').default(10 * 60_000),
     /**
      * FailoverSlotNotReady holds this long before it fires: the standby's sync worker copies a new or
-     * advanced slot on its own cycle (up to 30 s while idle), and a new slot stays temporary until the
-     * standby has caught up with it.
+     * advanced slot on its own cycle (up to 30 s while idle), and a new slot stays temporary there until
+     * the primary's slot has moved past the position the standby reserved (its consumer must stream).
      */
     failoverSlotNotReadyForMs: ms('failoverSlotNotReadyForMs').default(2 * 60_000),
   })

@@ -96,7 +96,7 @@ export function evaluateFailoverSlot(r: SlotReadiness, standbyTarget: string): F
     case 'temporary':
       return {
         level: 'critical',
-        summary: `The copy of failover slot ${r.slotName} ${where} is still temporary: the sync worker has not made it persistent yet (the standby has not caught up with the slot's position), so a failover now loses it. It turns persistent once the standby catches up; if it stays, check ${SYNC_SETUP}`,
+        summary: `The copy of failover slot ${r.slotName} ${where} is still temporary: the sync worker has not made it persistent yet, so a failover now loses it. It turns persistent once the primary's slot has moved past the position the standby reserved for it, which needs its consumer (the connector) streaming; if the consumer streams and it stays, check ${SYNC_SETUP}`,
       };
     case 'not-synced':
       return {

@@ -69,6 +69,9 @@ const slotFailover = (slot: string) =>
     return ((await c.query('SELECT failover FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0] as { failover: boolean } | undefined)?.failover ?? 'missing';
   });
 
+/** Cleanup that never hides the test's own failure (after a failover the slot may be gone with the old primary). */
+const dropIfThere = (slot: string) => withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]));
+
 beforeAll(async () => {
   db = await freshDatabase('fo');
   base = testConfig(db.name);
@@ -102,7 +105,7 @@ describe('connector:deploy and slot.failover (connector.slotFailover auto)', () 
       const warned = (result.warnings ?? []).some((w) => w.includes(`ALTER_REPLICATION_SLOT ${slot} ( FAILOVER true )`));
       expect(warned).toBe(versionNum >= 170_000);
     } finally {
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 });
@@ -145,9 +148,15 @@ describe('a configured standby that is not one', () => {
     await withClient(db.name, (c) => c.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)", [slot]));
     const watchdog = createWatchdog({ config: standbyConfig(), instant: true, deliver: false });
     try {
-      // The standby's sync worker copies it on its own cycle; a standby snapshot lets a new slot become persistent.
+      // The standby's sync worker copies it on its own cycle, as a temporary slot until the primary's slot has moved past
+      // the position the standby reserved for it: a slot nobody consumes stays temporary there. So it is consumed here
+      // (advanced to the current WAL position, behind a standby snapshot that gives it something to move over), as
+      // Debezium's heartbeats move the connector's slot.
       await waitsUpTo(120_000, 2_000)(`failover slot ${slot} synced on the standby`, async () => {
-        await withClient(db.name, (c) => c.query('SELECT pg_log_standby_snapshot()'));
+        await withClient(db.name, async (c) => {
+          await c.query('SELECT pg_log_standby_snapshot()');
+          await c.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [slot]);
+        });
         await watchdog.pollOnce();
         const statuses = watchdog.statuses();
         return !statuses.some((s) => s.rule === 'FailoverSlotNotReady' && s.slot === slot) && statuses.every((s) => s.rule !== 'FailoverStandbyUnreadable');
@@ -157,7 +166,7 @@ describe('a configured standby that is not one', () => {
       expect(readiness).toMatchObject({ readiness: 'ready', synced: true, temporary: false, invalidationReason: null });
     } finally {
       await watchdog.stop(0);
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 
@@ -171,7 +180,7 @@ describe('a configured standby that is not one', () => {
       expect(row).toMatchObject({ slot, level: 'warning' });
     } finally {
       await watchdog.stop(0);
-      await withClient(db.name, (c) => c.query('SELECT pg_drop_replication_slot($1)', [slot]));
+      await dropIfThere(slot);
     }
   });
 });
