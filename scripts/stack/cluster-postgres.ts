@@ -10,8 +10,7 @@ import { downPair, failover, haContext, pairStatus, rebuildStandby, stopNode, up
 import { proxyPid } from './postgres-ha-nodes';
 import { describeFailure, probePostgres } from './probes';
 import { treeRssBytes } from './processes';
-import type { ClusterPostgresName } from './services';
-import type { ServiceStatus } from './stack';
+import type { ClusterPostgresName, ServiceStatus } from './services';
 import { STACK_PORTS } from './settings';
 
 export type { ClusterPostgresName };

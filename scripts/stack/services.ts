@@ -12,6 +12,18 @@ export type JvmServiceName = 'kafka' | 'registry' | 'connect' | KafkaNodeName | 
 export type ClusterPostgresName = 'postgres-a' | 'postgres-b';
 export type ServiceName = 'postgres' | ClusterPostgresName | JvmServiceName;
 
+/** One row of `stack status`. */
+export interface ServiceStatus {
+  name: ServiceName;
+  ports: number[];
+  pid?: number;
+  running: boolean;
+  ready: boolean;
+  detail: string;
+  rssBytes: number;
+  logFile: string;
+}
+
 /** Where one JVM of a profile runs: what `down` and `status` need, without a JDK. */
 export interface JvmSlot {
   name: JvmServiceName;

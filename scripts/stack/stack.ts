@@ -13,7 +13,7 @@ import type { FailoverReport, RebuildReport } from './postgres-ha';
 import { POSTGRES_MATRIX, stopMatrixCluster } from './postgres-versions';
 import { describeFailure, probePostgres, type Probe } from './probes';
 import { isAlive, portInUse, removeFile, stopProcess, treeRssBytes } from './processes';
-import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmSlot, type ServiceName } from './services';
+import { allJvmSlots, jvmLayout, jvmServices, type JvmService, type JvmSlot, type ServiceName, type ServiceStatus } from './services';
 import { STACK_HOST, STACK_PORTS, type StackProfile } from './settings';
 import { assertProfileSwitchable, effectiveProfile, recordProfile, servicesNamed } from './stack-profile';
 import { runningPid, upStack, type StepEvent } from './start-up';
@@ -25,16 +25,7 @@ export { serviceNames } from './stack-profile';
 /** The single profile's services (the default); `serviceNames(profile)` for either. */
 export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'registry', 'connect'];
 
-export interface ServiceStatus {
-  name: ServiceName;
-  ports: number[];
-  pid?: number;
-  running: boolean;
-  ready: boolean;
-  detail: string;
-  rssBytes: number;
-  logFile: string;
-}
+export type { ServiceStatus } from './services';
 
 export interface Stack {
   readonly config: StackConfig;
