@@ -59,12 +59,19 @@ const until = waitsUpTo(60_000, 250);
   });
 
   it('runs both Connect workers in one group on the shared storage topics, replicated three times', async () => {
-    const { groups } = await admin.describeGroups([KAFKA.connectGroupId]);
-    const group = groups[0];
-    expect(group?.protocolType).toBe('connect');
-    // Each member's metadata carries its worker's REST URL.
-    const urls = (group?.members ?? []).map((m) => /http:\/\/[\d.]+:\d+\//.exec(m.memberMetadata.toString('latin1'))?.[0]).sort();
-    expect(urls).toEqual(CLUSTER.connectWorkers.map((w) => `http://127.0.0.1:${w.port}/`));
+    // Each member's metadata carries its worker's REST URL, but only in a stable group: during a rebalance
+    // (a connector another test created or deleted a moment ago) the members come without metadata.
+    const group = await until(
+      'the Connect group stable with both workers',
+      async () => {
+        const described = (await admin.describeGroups([KAFKA.connectGroupId])).groups[0];
+        const urls = (described?.members ?? []).map((m) => /http:\/\/[\d.]+:\d+\//.exec(m.memberMetadata.toString('latin1'))?.[0]).sort();
+        return { state: described?.state, protocolType: described?.protocolType, urls };
+      },
+      (g) => g.state === 'Stable' && g.urls.length === 2 && g.urls.every((u) => u !== undefined),
+    );
+    expect(group.protocolType).toBe('connect');
+    expect(group.urls).toEqual(CLUSTER.connectWorkers.map((w) => `http://127.0.0.1:${w.port}/`));
     for (const topic of [KAFKA.connectConfigTopic, KAFKA.connectOffsetTopic, KAFKA.connectStatusTopic]) {
       expect((await partition0(topic))?.replicas).toHaveLength(3);
     }
