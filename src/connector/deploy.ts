@@ -1,7 +1,7 @@
 import type { OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
-import { desiredConnectorConfig, FAILOVER_SLOT_VERSION, type DesiredConnectorOptions, type ConnectorConfig } from './build-config';
+import { desiredConnectorConfig, type DesiredConnectorOptions, type ConnectorConfig } from './build-config';
 import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
@@ -11,11 +11,13 @@ import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
 import { unsafeExtra } from './extra-guard';
 import { topicFindings, type TopicAdmin } from './topic-guard';
-import { failoverSlotWarning, offsetForServer, promoted, slotGuard, type GuardFinding, type GuardInput, type SlotInfo } from './slot-guard';
+import { failoverSlotWarning, offsetForServer, slotGuard, type GuardInput, type SlotInfo } from './slot-guard';
 import { replicationRefusal } from '../topics/replication';
-import { connectorFailure, waitForRunning, waitForState, type WaitOptions } from './wait';
+import { waitForRunning, waitForState, type WaitOptions } from './wait';
+import { accept, checkUnchanged, guardBeforeWrite, oldServerWarning, refuse, type Deployment, type DeployStep } from './deploy-guard';
 
-export type DeployStep = 'validate' | 'prerequisites' | 'diff' | 'guard' | 'write' | 'wait';
+export type { DeployStep };
+
 export interface DeployProgress {
   step: DeployStep;
   detail: string;
@@ -59,43 +61,8 @@ export interface DeployResult {
   elapsedMs: number;
 }
 
-function refuse(name: string, findings: GuardFinding[], created: boolean, server?: ServerFacts): OutboxError {
-  // The slot lost in a failover gets its own code: the recovery (relay or re-snapshot) differs from a slot dropped by hand only in the cause.
-  const failover = promoted(server?.timeline) && findings.some((f) => f.code === 'offset-without-slot');
-  return new OutboxError(
-    failover ? 'SLOT_MISSING_AFTER_FAILOVER' : 'CONNECTOR_UNSAFE',
-    `Refusing to deploy connector ${name}${created ? ' (the connector just created to read its offsets was removed again)' : ''}; nothing was deployed:\n` +
-      `${findings.map((f) => `  - ${f.message}`).join('\n')}\nResolve it as described, or deploy with --force (force: true) if you accept the consequence.`,
-    { details: { findings: findings.map((f) => f.code) } },
-  );
-}
 
-/** connector.slotFailover=on asks for what a server before 17 cannot give (Debezium then makes a plain slot). */
-function oldServerWarning(config: OutboxConfig, server: ServerFacts): string | undefined {
-  if (config.connector.slotFailover !== 'on' || server.versionNum >= FAILOVER_SLOT_VERSION) return undefined;
-  return (
-    `connector.slotFailover is on, but the server is PostgreSQL ${Math.floor(server.versionNum / 10_000)}: failover slots need 17+, so Debezium makes a plain slot, ` +
-    'which a failover leaves behind (docs/connector.md, "Failover slots"). Upgrade to 17+ for a slot that survives a failover, or set connector.slotFailover=auto to silence this.'
-  );
-}
 
-/** What the steps of one deploy share. */
-interface Deployment {
-  config: OutboxConfig;
-  client: ConnectClient;
-  desired: ConnectorConfig;
-  name: string;
-  force: boolean;
-  log?: Logger;
-  progress: (step: DeployStep, detail: string) => void;
-  /** Refusals that `force` overrode (reported in the result). */
-  overridden: string[];
-  /** Forced past an offset the slot cannot serve: reset it, so Debezium streams from the slot instead of failing. */
-  resetOffsets: boolean;
-  guard: (input: Omit<GuardInput, 'slotName' | 'database' | 'slot' | 'preSlotRows' | 'timeline'>) => GuardFinding[];
-  server: ServerFacts;
-  storedOffset: () => Promise<Record<string, unknown> | undefined>;
-}
 
 /**
  * Validate → check the database side → diff against Connect's stored config → guard rails → write
@@ -297,53 +264,9 @@ async function readDatabaseSide(config: OutboxConfig, desired: ConnectorConfig, 
   });
 }
 
-/** The guard rails for a connector Connect already has, with the offsets it stored. */
-async function checkExisting(d: Deployment, stored: Record<string, string>): Promise<GuardFinding[]> {
-  return d.guard({ connector: stored['slot.name'] === d.desired['slot.name'] ? 'same-slot' : 'other-slot', offset: await d.storedOffset() });
-}
 
-/** Nothing is written, so nothing is refused; a slot/offset problem is still worth saying. */
-async function checkUnchanged(d: Deployment, current: Record<string, string>): Promise<Partial<DeployResult>> {
-  const findings = await checkExisting(d, current);
-  // A lost slot is not a warning about the past: the connector cannot stream from it at all, stopped or running.
-  // Nor can it from a slot that is gone under its stored offset (dropped, or left behind by a failover without
-  // failover slots: SLOT_MISSING_AFTER_FAILOVER): its task fails, and a redeploy must say why, not only that.
-  const lost = findings.filter((f) => f.code === 'slot-lost' || f.code === 'offset-without-slot');
-  if (lost.length > 0 && !d.force) throw refuse(d.name, lost, false, d.server);
-  const warnings = findings.map((f) => f.message);
-  for (const w of warnings) d.log?.warn({ step: 'guard' }, w);
-  d.progress('diff', 'unchanged: nothing to write');
-  const status = await d.client.status(d.name);
-  // Nothing to write is not "all is well": a FAILED task stays FAILED until restarted.
-  const failed = status && connectorFailure(d.name, status);
-  if (failed) {
-    throw new OutboxError('CONNECTOR_FAILED', `${failed.message}\nThe config is unchanged; once the cause is fixed, run \`outbox connector:restart\`.`, { details: failed.details });
-  }
-  return { status, warnings };
-}
 
-/** False when there are refusals and no `force`; else records what `force` overrode and whether offsets must be reset. */
-function accept(d: Deployment, findings: GuardFinding[]): boolean {
-  if (findings.length > 0 && !d.force) return false;
-  d.overridden.push(...findings.map((f) => f.message));
-  d.resetOffsets = findings.some((f) => f.code === 'offset-without-slot' || f.code === 'slot-ahead-of-offset');
-  d.progress('guard', findings.length ? `${findings.length} refusal(s) overridden by force${d.resetOffsets ? '; stored offsets will be reset' : ''}` : 'slot and stored offsets agree');
-  return true;
-}
 
-/** The guard rails before anything is written: throws the refusals `force` does not override. */
-async function guardBeforeWrite(d: Deployment, current: Record<string, string> | undefined, dryRun: boolean): Promise<void> {
-  if (current || dryRun) {
-    // A connector that does not exist yet shows no offsets; a real deploy looks again once it is created STOPPED.
-    const findings = current ? await checkExisting(d, current) : d.guard({ connector: 'absent', offset: undefined });
-    if (!accept(d, findings)) throw refuse(d.name, findings, false, d.server);
-  }
-  if (!current && !d.force && !dryRun) {
-    // Known before anything is created: refuse without the create-STOPPED-and-remove-again round trip.
-    const early = d.guard({ connector: 'absent', offset: undefined }).filter((f) => f.code === 'rows-before-slot' || f.code === 'topic-compacted');
-    if (early.length > 0) throw refuse(d.name, early, false, d.server);
-  }
-}
 
 /**
  * Writes the new config of an existing connector. Returns the task config to wait for, or, for a PAUSED
