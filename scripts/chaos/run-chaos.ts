@@ -15,7 +15,7 @@ import { sleep } from 'outbox-router/retry';
 import { createConnectorSupervisor, type ConnectorSupervisor } from 'outbox-router/watchdog';
 import { round } from '../bench/stats';
 import { describeTables, growthVerdicts, RSS_SLACK_MB, rssMb, sampleTables, TABLE_SLACK, type GrowthVerdict } from '../soak/sampling';
-import { CLUSTER, CLUSTER_BROKERS, STACK_HOST, type StackProfile } from '../stack/settings';
+import { CLUSTER_CLIENTS, type StackProfile } from '../stack/settings';
 import { createStack } from '../stack/stack';
 import { PROJECT_ROOT } from '../stack/paths';
 import { commitToHandled, countHandled, scanTopic, settledSlotLag, verify } from './checks';
@@ -419,17 +419,9 @@ async function cleanUpRun(pipeline: Pipeline, config: OutboxConfig, base: Outbox
     .finally(() => admin.disconnect().catch(() => {}));
 }
 
-/**
- * On the cluster profile every client gets the whole cluster: all three brokers to bootstrap from (a
- * router restarted while kafka-1 is down must still start) and the second Connect worker as a fallback
- * (the supervisor must reach Connect while connect-1 is down).
- */
+/** On the cluster profile every client gets the whole cluster (CLUSTER_CLIENTS). */
 function clusterClients(profile: StackProfile): Pick<OutboxOptions, 'kafka' | 'connect'> {
-  if (profile !== 'cluster') return {};
-  return {
-    kafka: { brokers: [...CLUSTER_BROKERS] },
-    connect: { fallbackUrls: CLUSTER.connectWorkers.slice(1).map((w) => `http://${STACK_HOST}:${w.port}`) },
-  };
+  return profile === 'cluster' ? { kafka: { brokers: [...CLUSTER_CLIENTS.kafka.brokers] }, connect: { fallbackUrls: [...CLUSTER_CLIENTS.connect.fallbackUrls] } } : {};
 }
 
 function stackEnvFor(config: OutboxConfig): Record<string, string> {

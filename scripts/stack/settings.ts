@@ -89,3 +89,13 @@ export type ConnectWorkerName = (typeof CLUSTER.connectWorkers)[number]['name'];
 
 /** The cluster's bootstrap list, every broker: what a client needs to start while kafka-1 is down. */
 export const CLUSTER_BROKERS: readonly string[] = Object.freeze(CLUSTER.kafkaNodes.map((n) => `${HOST}:${n.port}`));
+
+/**
+ * What every client of the cluster profile is configured with, as production configures its clients:
+ * all three brokers to bootstrap from (one that starts while kafka-1 is down must still start) and the
+ * second Connect worker as connect.fallbackUrls (Connect must stay reachable while connect-1 is down).
+ */
+export const CLUSTER_CLIENTS = Object.freeze({
+  kafka: { brokers: [...CLUSTER_BROKERS] },
+  connect: { fallbackUrls: CLUSTER.connectWorkers.slice(1).map((w) => `http://${HOST}:${w.port}`) },
+});

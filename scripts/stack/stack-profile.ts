@@ -1,3 +1,4 @@
+import { CLUSTER_POSTGRES_NAMES } from './cluster-postgres';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { OutboxError } from 'outbox-router/errors';
@@ -34,7 +35,7 @@ export function recordProfile(paths: Pick<StackPaths, 'profileFile'>, profile: S
 
 /** A profile's services in `stack status` order: PostgreSQL, the brokers, the registry, the workers. */
 export function serviceNames(profile: StackProfile): ServiceName[] {
-  return ['postgres', ...(profile === 'cluster' ? (['postgres-a', 'postgres-b'] as const) : []), ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
+  return ['postgres', ...(profile === 'cluster' ? CLUSTER_POSTGRES_NAMES : []), ...jvmLayout(profile, { configDir: '' }).map((s) => s.name)];
 }
 
 /** The services a name stands for in a profile (Stack.resolveServices). */

@@ -21,7 +21,7 @@ import { createWatchdog } from '../../src/watchdog';
 import { provision } from '../../src/provision';
 import { createStack } from '../../scripts/stack';
 import { pairStatus } from '../../scripts/stack/postgres-ha';
-import { CLUSTER, CLUSTER_BROKERS, STACK_HOST } from '../../scripts/stack/settings';
+import { CLUSTER_CLIENTS } from '../../scripts/stack/settings';
 import { collect } from '../support/consume';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, type FreshDatabase } from '../support/stack-env';
@@ -94,8 +94,8 @@ async function attempt(pool: Pool, writer: OutboxWriter, n: number): Promise<Att
     const prefix = randomName('t').replace(/-/g, '');
     config = testConfig(db.name, {
       connector: { topicReplacement: `${prefix}.outbox.event.\${routedByValue}`, topicPrefix: prefix, slotFailover: 'off' },
-      kafka: { brokers: [...CLUSTER_BROKERS] },
-      connect: { fallbackUrls: CLUSTER.connectWorkers.slice(1).map((w) => `http://${STACK_HOST}:${w.port}`) },
+      kafka: { brokers: [...CLUSTER_CLIENTS.kafka.brokers] },
+      connect: { fallbackUrls: [...CLUSTER_CLIENTS.connect.fallbackUrls] },
     });
     await provision(config);
     pool = createPool(config.database, { max: 2, connectionTimeoutMillis: 5_000 });
@@ -152,8 +152,8 @@ async function attempt(pool: Pool, writer: OutboxWriter, n: number): Promise<Att
     config = testConfig(db.name, {
       connector: { topicReplacement, topicPrefix: prefix },
       // The whole cluster, as production configures it: bootstrap from any broker, reach Connect through either worker.
-      kafka: { brokers: [...CLUSTER_BROKERS] },
-      connect: { fallbackUrls: CLUSTER.connectWorkers.slice(1).map((w) => `http://${STACK_HOST}:${w.port}`) },
+      kafka: { brokers: [...CLUSTER_CLIENTS.kafka.brokers] },
+      connect: { fallbackUrls: [...CLUSTER_CLIENTS.connect.fallbackUrls] },
     });
     topic = topicForReplacement(topicReplacement)('account');
     await provision(config);
