@@ -16,7 +16,7 @@ import {
   renderAutoConf, roleSettings, standbyName, validatePorts, type HaPorts, type HaRole, type NodeName,
 } from './postgres-ha-config';
 import { ensurePostgresJar, unpackServer } from './postgres-versions';
-import { ownedPid, portInUse, run, spawnDetached, stopProcess } from './processes';
+import { isAlive, ownedPid, portInUse, run, spawnDetached, stopProcess } from './processes';
 import { STACK_HOST } from './settings';
 
 export interface HaStep {
@@ -239,7 +239,7 @@ export async function startProxy(ctx: HaContext, primary: NodeName): Promise<voi
   }
   writeTarget(ctx, primary);
   rmSync(`${ctx.targetFile}.applied`, { force: true });
-  spawnDetached({
+  const pid = spawnDetached({
     command: process.execPath,
     args: [PROXY_SCRIPT, '--listen', `${STACK_HOST}:${ctx.ports.proxy}`, '--target-file', ctx.targetFile],
     logFile: ctx.proxyLogFile,
@@ -247,7 +247,9 @@ export async function startProxy(ctx: HaContext, primary: NodeName): Promise<voi
   });
   const deadline = Date.now() + 10_000;
   while (!(await portInUse(ctx.ports.proxy, STACK_HOST))) {
-    if (Date.now() > deadline || proxyPid(ctx) === undefined) {
+    // Whether the child lives, not proxyPid(): until it has exec'd node, its command line is still the
+    // parent's, without the marker, and a busy machine showed that window (the proxy "did not start").
+    if (Date.now() > deadline || !isAlive(pid)) {
       throw new OutboxError('STACK_SERVICE_FAILED', `The PostgreSQL proxy did not start listening on ${ctx.ports.proxy}. Read ${ctx.proxyLogFile}.`, { details: { service: 'pg-proxy', log: ctx.proxyLogFile } });
     }
     await sleep(50);
