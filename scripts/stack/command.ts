@@ -7,6 +7,14 @@ import { STACK_PROFILES, type StackProfile } from './settings';
 import { tailLines } from './processes';
 import { failoverNote } from './cluster-postgres';
 import { action, formatMs, loggerFor } from 'outbox-router/cli';
+import { resolveStackConfig } from './config';
+import { downSecureStack, secureStackStatus, upSecureStack } from './secure/secure-stack';
+
+/** `secure` is a stack of its own (ports, state folder) beside the plain one, not a shape of it: see secure/secure-settings.ts. */
+const PROFILE_CHOICES = [...STACK_PROFILES, 'secure'] as const;
+type ProfileChoice = (typeof PROFILE_CHOICES)[number];
+const isSecure = (profile: string | undefined) => profile === 'secure';
+const secureOption = () => new Option('--profile <profile>', 'secure: act on the secure stack (its own ports and state folder) instead of the plain one').choices(['secure']);
 
 export function stackCommand(): Command {
   const stack = new Command('stack').description(
@@ -18,13 +26,19 @@ export function stackCommand(): Command {
     .command('up')
     .description('Start the stack (idempotent): downloads jars into the cache on first use, then waits until every service is really ready.')
     .addOption(
-      new Option('--profile <profile>', 'single: one broker, one Connect worker; cluster: three brokers, two workers (docs/local-stack.md). Recorded: later commands keep it (env OUTBOX_STACK_PROFILE)')
-        .choices([...STACK_PROFILES]),
+      new Option('--profile <profile>', 'single: one broker, one Connect worker; cluster: three brokers, two workers; secure: TLS and authentication on every hop, on ports of its own beside the plain stack (docs/local-stack.md). Recorded: later commands keep it (env OUTBOX_STACK_PROFILE)')
+        .choices([...PROFILE_CHOICES]),
     )
     .action(
-      action(async (opts: { profile?: StackProfile }, command: Command) => {
+      action(async (opts: { profile?: ProfileChoice }, command: Command) => {
         const log = loggerFor(command);
-        const s = createStack(opts.profile ? { profile: opts.profile } : {});
+        const onStep = (e: StepEvent) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`);
+        if (isSecure(opts.profile)) {
+          const { totalMs, paths } = await upSecureStack(resolveStackConfig({}), onStep);
+          log.info({ step: 'up', ms: totalMs }, `secure stack ready in ${formatMs(totalMs)} (state in ${paths.stateDir}; clients trust ${paths.stateDir}/tls/ca.crt)`);
+          return;
+        }
+        const s = createStack(opts.profile ? { profile: opts.profile as StackProfile } : {});
         const { totalMs, startedAny } = await s.up((e: StepEvent) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
         log.info({ step: 'up', ms: totalMs }, `stack (${s.profile} profile) ready in ${formatMs(totalMs)}${startedAny ? '' : ' (everything was already running)'}`);
       }),
@@ -34,9 +48,14 @@ export function stackCommand(): Command {
     .command('down')
     .description('Stop what `stack up` started (by its pid files); other processes on the same ports are left alone.')
     .option('--clean', 'also delete the stack\'s data, logs and configs (the jar cache is kept)', false)
+    .addOption(secureOption())
     .action(
-      action(async (opts: { clean: boolean }, command: Command) => {
+      action(async (opts: { clean: boolean; profile?: string }, command: Command) => {
         const log = loggerFor(command);
+        if (isSecure(opts.profile)) {
+          await downSecureStack(resolveStackConfig({}), opts.clean, (e) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
+          return;
+        }
         await createStack().down({ clean: opts.clean }, (e) => log.info({ step: e.step, ms: e.ms }, `${e.step}: ${e.detail} (${formatMs(e.ms)})`));
       }),
     );
@@ -45,10 +64,12 @@ export function stackCommand(): Command {
     .command('status')
     .description('Show each service: running, ready, pid, ports, memory and log file. Exits 1 unless all are ready.')
     .option('--json', 'print JSON for scripts', false)
+    .addOption(secureOption())
     .action(
-      action(async (opts: { json: boolean }) => {
-        const stack = createStack();
-        const statuses = await stack.status();
+      action(async (opts: { json: boolean; profile?: string }) => {
+        const secure = isSecure(opts.profile);
+        const stack = secure ? { profile: 'secure' } : createStack();
+        const statuses = secure ? await secureStackStatus(resolveStackConfig({})) : await (stack as ReturnType<typeof createStack>).status();
         const totalRss = statuses.reduce((sum, s) => sum + s.rssBytes, 0);
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ profile: stack.profile, services: statuses, totalRssBytes: totalRss }, null, 2)}\n`);

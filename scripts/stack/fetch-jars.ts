@@ -15,7 +15,7 @@ export interface JarSet {
 }
 
 /**
- * The three things the native stack downloads from Maven Central, each into its own version-keyed
+ * The things the native stack downloads from Maven Central, each into its own version-keyed
  * folder of the cache. A folder counts only once its `.complete` marker exists, so an interrupted
  * download is redone instead of half-used.
  */
@@ -32,6 +32,12 @@ export function jarSets(paths: StackPaths): JarSet[] {
   return [
     { name: `Kafka ${STACK_VERSIONS.kafka} (broker + Connect)`, dir: paths.kafkaLibDir, fetch: copyDependencies('kafka-runtime') },
     { name: `Debezium PostgreSQL connector ${STACK_VERSIONS.debezium}`, dir: paths.debeziumPluginDir, fetch: copyDependencies('debezium-plugin') },
+    {
+      // The secure profile's Connect REST basic auth (BasicAuthSecurityRestExtension): one jar, not in connect-runtime.
+      name: `Kafka Connect basic-auth REST extension ${STACK_VERSIONS.kafka}`,
+      dir: paths.connectBasicAuthDir,
+      fetch: (tmp, mvn) => maven(mvn, [`${DEPENDENCY_PLUGIN}:copy`, `-Dartifact=org.apache.kafka:connect-basic-auth-extension:${STACK_VERSIONS.kafka}`, `-DoutputDirectory=${tmp}`], 'connect-basic-auth-extension', tmp),
+    },
     {
       name: `Apicurio Registry ${STACK_VERSIONS.apicurio}`,
       dir: paths.registryDir,

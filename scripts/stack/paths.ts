@@ -22,6 +22,8 @@ export interface StackPaths {
   pluginPath: string;
   debeziumPluginDir: string;
   registryDir: string;
+  /** The secure profile's Connect REST basic-auth extension jar. */
+  connectBasicAuthDir: string;
   connectTemplates: string;
 }
 
@@ -41,6 +43,7 @@ export function stackPaths(stateDir: string, cacheDir: string): StackPaths {
     pluginPath,
     debeziumPluginDir: join(pluginPath, 'debezium-connector-postgres'),
     registryDir: join(cache, `apicurio-registry-${STACK_VERSIONS.apicurio}`),
+    connectBasicAuthDir: join(cache, `connect-basic-auth-${STACK_VERSIONS.kafka}`),
     connectTemplates: join(PROJECT_ROOT, 'connect'),
   });
 }

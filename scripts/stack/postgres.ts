@@ -89,6 +89,8 @@ export interface ClusterSettings {
   walSegmentMb?: number;
   /** Lines appended to the rendered settings. */
   extraConf?: string;
+  /** The superuser's password; default the local stack's. */
+  superuserPassword?: string;
 }
 
 export const STACK_CLUSTER: ClusterSettings = Object.freeze({ port: STACK_PORTS.postgres });
@@ -99,7 +101,7 @@ export function initPostgres(install: PostgresInstall, paths: StackPaths, layout
     rmSync(layout.dataDir, { recursive: true, force: true });
     mkdirSync(layout.socketDir, { recursive: true });
     const pwfile = join(layout.root, '.pwfile');
-    writeFileSync(pwfile, `${POSTGRES.password}\n`, { mode: 0o600 });
+    writeFileSync(pwfile, `${cluster.superuserPassword ?? POSTGRES.password}\n`, { mode: 0o600 });
     chownToPostgres(layout.root);
     const result = runAsOwner(join(install.binDir, 'initdb'), [
       '-D', layout.dataDir, '-U', POSTGRES.user, `--pwfile=${pwfile}`, '-E', 'UTF8', '--locale=C',

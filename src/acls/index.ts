@@ -1,6 +1,6 @@
 /**
  * `outbox kafka:acls`: the Kafka ACLs each part of the pipeline needs, from the config (docs/kafka-acls.md).
- * Pure: computes and prints, never applies.
+ * Computes and prints; applyKafkaAcls creates a plan on the brokers (the secure local stack uses it).
  */
 export {
   ACL_COMPONENTS,
@@ -22,4 +22,5 @@ export {
   type AclResourceType,
   type PlanOptions,
 } from './plan';
+export { applyKafkaAcls, toKafkajsAcl } from './apply';
 export { ACL_FORMATS, renderAclsJson, renderKafkaAcls, renderStrimziUsers, shellWord, strimziUserName, type AclFormat, type KafkaAclsOptions, type StrimziUserOptions } from './render';

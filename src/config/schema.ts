@@ -25,6 +25,14 @@ const slotName = z
 
 const secret = z.string().min(1).optional();
 
+export const DATABASE_SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
+export type DatabaseSslMode = (typeof DATABASE_SSL_MODES)[number];
+
+/** The sslmode in force: the one set, else verify-full when TLS was asked for in any way, else disable. */
+export function databaseSslMode(database: { ssl: boolean; sslMode?: DatabaseSslMode | undefined; sslRootCert?: string | undefined }): DatabaseSslMode {
+  return database.sslMode ?? (database.ssl || database.sslRootCert ? 'verify-full' : 'disable');
+}
+
 export const databaseSchema = z
   .object({
     host: z.string().min(1).default(STACK_HOST),
@@ -33,7 +41,16 @@ export const databaseSchema = z
     /** The admin role: runs provisioning, owns the publication. */
     user: z.string().min(1).default(LOCAL_POSTGRES.user),
     password: secret.default(LOCAL_POSTGRES.password),
+    /** TLS to PostgreSQL: true is sslMode verify-full (docs/security.md, "PostgreSQL over TLS"). */
     ssl: z.boolean().default(false),
+    /**
+     * libpq's sslmode, for every connection this toolkit makes and for Debezium's (`database.sslmode`).
+     * Unset: verify-full when `ssl` or `sslRootCert` is set, else disable. `require` encrypts without
+     * checking who answers: it is accepted, and never the default.
+     */
+    sslMode: z.enum(DATABASE_SSL_MODES).optional(),
+    /** PEM CA bundle that signed the server's certificate (libpq's sslrootcert); unset: the system's CAs (Node) and Java's truststore (Debezium). */
+    sslRootCert: z.string().min(1).optional(),
     statementTimeoutMs: z.number().int().positive().default(30_000),
   })
   .strict();
@@ -216,6 +233,12 @@ export const connectorSchema = z
      * OUTBOX_CDC_PASSWORD in its environment.
      */
     passwordRef: z.string().regex(/^\$\{(env|file):[^}]+\}$/, 'a config provider reference such as ${env:OUTBOX_CDC_PASSWORD} or ${file:/path:key}').default('${env:OUTBOX_CDC_PASSWORD}'),
+    /**
+     * Debezium's `database.sslrootcert`: the CA file as the Connect worker's machine sees it. Unset:
+     * database.sslRootCert (the same path, right when Connect shares the machine or a mounted secret);
+     * with neither and TLS verifying, Java's own truststore (`database.sslfactory`).
+     */
+    sslRootCert: z.string().min(1).optional(),
     heartbeatIntervalMs: z.number().int().nonnegative().default(10_000),
     /**
      * Debezium's idle sleep in the WAL reader and its wait for a batch to fill (Debezium's default 500 ms):

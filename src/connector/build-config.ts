@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { OutboxConfig } from '../config';
+import { databaseSslMode, type OutboxConfig } from '../config';
 import { parse } from '../config/parse';
 import { OutboxError } from '../errors';
 import { PACKAGE_ROOT as PROJECT_ROOT, renderTemplate } from '../assets';
@@ -226,7 +226,7 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
     databaseUser: roles.cdc,
     passwordRef: opts.passwordRef ?? connector.passwordRef,
     databaseName: database.database,
-    databaseSslMode: database.ssl ? 'require' : 'disable',
+    databaseSslMode: databaseSslMode(database),
     topicPrefix: connector.topicPrefix,
     publication: outbox.publication,
     slotName: connector.slotName,
@@ -250,11 +250,25 @@ export function buildConnectorConfig(config: OutboxConfig, options: ConnectorBui
   const jsonSafe = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, JSON.stringify(String(v)).slice(1, -1)]));
   const rendered = JSON.parse(renderTemplate(template(), jsonSafe, CONNECTOR_TEMPLATE)) as Record<string, string>;
 
+  Object.assign(rendered, databaseTlsProperties(config));
   if (connector.heartbeatIntervalMs === 0) delete rendered['heartbeat.action.query'];
   if (connector.slotFailover === 'off') delete rendered['slot.failover'];
   if (connector.exactlyOnce) Object.assign(rendered, EXACTLY_ONCE_PROPERTIES);
   checkExtra(rendered, opts.extra, opts.allowUnsafe);
   return Object.freeze({ ...rendered, ...opts.extra });
+}
+
+/**
+ * Debezium's side of database TLS, beside `database.sslmode`: the CA to verify the server with (pgjdbc's
+ * own default is ~/.postgresql/root.crt of the worker's user, which nobody means), else, when the mode
+ * verifies, Java's truststore through pgjdbc's DefaultJavaSSLFactory.
+ */
+function databaseTlsProperties(config: OutboxConfig): Record<string, string> {
+  const mode = databaseSslMode(config.database);
+  if (mode === 'disable') return {};
+  const rootCert = config.connector.sslRootCert ?? config.database.sslRootCert;
+  if (rootCert) return { 'database.sslrootcert': rootCert };
+  return mode === 'require' ? {} : { 'database.sslfactory': 'org.postgresql.ssl.DefaultJavaSSLFactory' };
 }
 
 /** What `connector:deploy` applies and `connector:render` prints: the build options with `force`. */

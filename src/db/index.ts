@@ -1,5 +1,6 @@
 import { Client, Pool, escapeIdentifier, type ClientConfig, type PoolConfig } from 'pg';
-import type { OutboxConfig } from '../config';
+import type { ConnectionOptions } from 'node:tls';
+import { databaseSslMode, readPemFile, type OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 
 export { escapeIdentifier };
@@ -16,12 +17,24 @@ export function clientConfig(database: OutboxConfig['database'], overrides: Part
     database: database.database,
     user: database.user,
     password: database.password,
-    ssl: database.ssl ? { rejectUnauthorized: true } : undefined,
+    ssl: databaseTls(database),
     statement_timeout: database.statementTimeoutMs,
     connectionTimeoutMillis: 10_000,
     application_name: 'outbox-router',
     ...overrides,
   };
+}
+
+/**
+ * node-postgres's TLS options for libpq's sslmode: verify-full checks the chain and the host name (Node's
+ * default), verify-ca the chain only, require neither (encryption against a passive listener only).
+ */
+export function databaseTls(database: OutboxConfig['database']): ConnectionOptions | undefined {
+  const mode = databaseSslMode(database);
+  if (mode === 'disable') return undefined;
+  const ca = database.sslRootCert ? readPemFile(database.sslRootCert, 'database.sslRootCert (OUTBOX_DB_SSL_ROOT_CERT)') : undefined;
+  if (mode === 'require') return { rejectUnauthorized: false };
+  return { rejectUnauthorized: true, ...(ca ? { ca } : {}), ...(mode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}) };
 }
 
 /** Connects, runs `body`, always disconnects. Connection failures name the target and the fix. */

@@ -4,7 +4,7 @@
  * the URL leaves out is the watchdog's (watchdog.user / watchdog.password, else database.*). The target
  * named in alerts and `outbox status` is host:port/database: never the URL, which may carry a password.
  */
-import type { OutboxConfig } from '../config';
+import { DATABASE_SSL_MODES, type DatabaseSslMode, type OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 
 export interface StandbyConnection {
@@ -30,6 +30,7 @@ export function standbyConnection(config: OutboxConfig): StandbyConnection | und
     user: parsed.username ? decodeURIComponent(parsed.username) : (config.watchdog.user ?? config.database.user),
     password: parsed.password ? decodeURIComponent(parsed.password) : (config.watchdog.password ?? config.database.password),
     ssl: sslmode ? !['disable', 'allow', 'prefer'].includes(sslmode) : config.database.ssl,
+    sslMode: sslmode && (DATABASE_SSL_MODES as readonly string[]).includes(sslmode) ? (sslmode as DatabaseSslMode) : sslmode ? undefined : config.database.sslMode,
   };
   return { database, target: `${database.host}:${database.port}/${database.database}` };
 }

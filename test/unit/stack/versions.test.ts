@@ -93,10 +93,11 @@ describe('jar cache folders (scripts/stack/fetch-jars.ts)', () => {
   const sets = jarSets(paths);
 
   it('downloads into the version-keyed folders of stackPaths', () => {
-    expect(sets.map((s) => s.dir)).toEqual([paths.kafkaLibDir, paths.debeziumPluginDir, paths.registryDir]);
+    expect(sets.map((s) => s.dir)).toEqual([paths.kafkaLibDir, paths.debeziumPluginDir, paths.connectBasicAuthDir, paths.registryDir]);
     expect(sets[0]?.name).toContain(STACK_VERSIONS.kafka);
     expect(sets[1]?.name).toContain(STACK_VERSIONS.debezium);
-    expect(sets[2]?.name).toContain(STACK_VERSIONS.apicurio);
+    expect(sets[2]?.name).toContain(STACK_VERSIONS.kafka);
+    expect(sets[3]?.name).toContain(STACK_VERSIONS.apicurio);
   });
 
   it('never puts the Kafka runtime under plugin.path', () => {
