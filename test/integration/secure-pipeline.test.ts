@@ -120,6 +120,31 @@ describeSecure('secure-pipeline')('the pipeline on the secure stack: TLS, creden
     expect(inbox.rows).toEqual([{ consumer: `c-${prefix}`, message_id: id }]);
   });
 
+  it('a dead letter written by the router is replayed by `dlq:replay` as User:outbox-dlq-replay and applied once', async () => {
+    await router?.stop();
+    const id = randomUUID();
+    // A type with no handler yet: dead-lettered, its key parked.
+    await pool.query(
+      `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, content_type) VALUES ($1, 'order', $2, 'OrderAudited', convert_to($3, 'UTF8'), 'application/json')`,
+      [id, `audit-${prefix}`, JSON.stringify({ reason: 'audited' })],
+    );
+    const seen: RoutedEvent[] = [];
+    const start = async (handlers: Parameters<typeof createRouter>[0]['handlers']) => {
+      const routerConfig = secureConfig(db.name, 'outbox-router', { connector: { topicReplacement: config.connector.topicReplacement, topicPrefix: prefix }, router: { consumer: `c-${prefix}` } }, suffix);
+      router = createRouter({ config: routerConfig, consumer: `c-${prefix}`, topics: new RegExp(`^${prefix}\\.outbox\\.event\\.`), logger: createLogger({ level: 'silent' }), handlers });
+      await router.start();
+      return router;
+    };
+    let r = await start({ order: { OrderCancelled: recordingHandler(seen) } });
+    await until('the event dead-lettered', async () => r.stats().deadLettered, (n) => n >= 1);
+    await r.stop();
+    r = await start({ order: { OrderCancelled: recordingHandler(seen), OrderAudited: recordingHandler(seen) } });
+    const replay = await runCli(['dlq:replay', '--aggregate-type', 'order', '--consumer', `c-${prefix}`, '--follow-ms', '20000', '--json'], env('outbox-dlq-replay'));
+    expectOk(replay, 'dlq:replay');
+    await until('the replayed event applied', async () => (await pool.query('SELECT count(*)::int AS n FROM effects WHERE message_id = $1', [id])).rows[0].n as number, (n) => n >= 1);
+    expect((await pool.query('SELECT reason FROM effects WHERE message_id = $1', [id])).rows).toEqual([{ reason: 'audited' }]);
+  });
+
   it('outbox status and the watchdog read the slot, the connector and the topics as User:outbox-status, printing no secret', async () => {
     const status = await runCli(['status', '--json'], env('outbox-status'));
     expectNoSecret(status, 'status');
