@@ -22,6 +22,8 @@ export default async function globalSetup(): Promise<void> {
   } catch (error) {
     process.stderr.write(`\n[integration] ${(error as Error).message} Only the monitoring tests need it.\n`);
   }
+  // The secure pass (.ci/run) runs only the secure stack's tests, on that stack: the plain one stays down.
+  if (process.env.STACK === 'secure') return;
   if (process.env.STACK === 'containers') {
     await startComposeStack();
     return;
