@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
-import { ACL_COMPONENTS, ACL_FORMATS, planKafkaAcls, renderAclsJson, renderKafkaAcls, renderStrimziUsers, type AclComponent, type AclFormat } from '../acls';
+import { ACL_COMPONENTS, ACL_FORMATS, applyKafkaAcls, planKafkaAcls, renderAclsJson, renderKafkaAcls, renderStrimziUsers, type AclComponent, type AclFormat } from '../acls';
 import { OutboxError } from '../errors';
+import { createKafka } from '../kafka';
 import { loadCommandConfig, withConfigOption, type FlagSetting } from './config-option';
 import { action } from './run-command';
 
@@ -12,6 +13,7 @@ interface AclsFlags {
   commandConfig: string;
   strimziCluster: string;
   namespace?: string;
+  apply?: boolean;
 }
 
 const FLAG_SETTINGS: readonly FlagSetting[] = [{ flag: '--consumer', path: 'router.consumer' }];
@@ -44,7 +46,7 @@ export function kafkaAclsCommand(): Command {
     new Command('kafka:acls').description(
       'Print the Kafka ACLs each part of the pipeline needs (Connect workers, the connector, router, dlq:replay, relay, status, console), ' +
         'derived from the config: topic names from connector.topicReplacement, the router\'s group, the principals from acls.* (docs/kafka-acls.md). ' +
-        'Prints only; applies nothing and contacts nothing. --format kafka-acls (default): kafka-acls.sh lines; strimzi: KafkaUser resources; json.',
+        'Prints only and contacts nothing, unless --apply. --format kafka-acls (default): kafka-acls.sh lines; strimzi: KafkaUser resources; json.',
     ),
   )
     .addOption(new Option('--format <format>', 'kafka-acls, strimzi or json').choices([...ACL_FORMATS]).default('kafka-acls'))
@@ -55,10 +57,22 @@ export function kafkaAclsCommand(): Command {
     .option('--command-config <file>', 'kafka-acls: the admin client properties file (SASL/TLS) each line names; never read', 'admin.properties')
     .option('--strimzi-cluster <name>', 'strimzi: the Kafka resource (strimzi.io/cluster label)', 'my-cluster')
     .option('--namespace <namespace>', 'strimzi: namespace of the KafkaUser resources (default: none, kubectl\'s current)')
+    .option('--apply', 'create the ACLs on the brokers (kafka.* settings: a principal allowed to alter ACLs, e.g. a super user) instead of printing them; idempotent')
     .action(
       action(async (opts: AclsFlags, command: Command) => {
         const config = loadCommandConfig(command, FLAG_SETTINGS).config;
         const report = planKafkaAcls(config, { components: components(opts.only) });
+        if (opts.apply) {
+          const admin = createKafka(config).admin();
+          await admin.connect();
+          try {
+            const created = await applyKafkaAcls(admin, report.plan);
+            process.stdout.write(`created ${created} ACL binding(s) for ${report.principals.map((p) => p.principal).join(', ')} on ${config.kafka.brokers.join(',')}\n`);
+          } finally {
+            await admin.disconnect().catch(() => {});
+          }
+          return;
+        }
         let text: string;
         if (opts.format === 'json') text = renderAclsJson(report);
         else if (opts.format === 'strimzi') {

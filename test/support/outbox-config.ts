@@ -1,6 +1,6 @@
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../../src/config';
 import { LOCAL_ROLE_PASSWORDS, STACK_PORTS } from '../../src/config/local-stack';
-import { randomIdentifier, testPostgresPort } from './stack-env';
+import { MANAGED_ADMIN_PASSWORD, managedAdminOf, randomIdentifier, testPostgresPort } from './stack-env';
 
 /**
  * On a version-matrix cluster (another port), the local stack's development passwords are not applied
@@ -19,11 +19,12 @@ function matrixPasswords(port: number): OutboxOptions['roles'] {
 export function testConfig(database: string, overrides: OutboxOptions = {}): OutboxConfig {
   const suffix = randomIdentifier('r').slice(-8);
   const port = overrides.database?.port ?? testPostgresPort();
+  const managed = managedAdminOf(database);
   return loadConfig({
     env: {},
     overrides: {
       ...overrides,
-      database: { database, port, ...overrides.database },
+      database: { database, port, ...(managed ? { user: managed, password: MANAGED_ADMIN_PASSWORD } : {}), ...overrides.database },
       roles: { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}`, ...matrixPasswords(port), ...overrides.roles },
       connector: { slotName: randomIdentifier('slot'), name: randomIdentifier('conn'), ...overrides.connector },
     },

@@ -47,10 +47,33 @@ export interface FreshDatabase {
   drop(): Promise<void>;
 }
 
+/**
+ * OUTBOX_TEST_ADMIN=managed runs the suite as managed PostgreSQL would have it: each fresh database is
+ * owned by an admin of its own with only LOGIN CREATEROLE REPLICATION (no superuser; PostgreSQL 16+), and
+ * testConfig() provisions and deploys as that admin (docs/managed-postgres.md). The superuser still sets
+ * up scenes (tables, faults), as a provider's console would. Off by default.
+ */
+export const MANAGED_ADMIN = process.env.OUTBOX_TEST_ADMIN === 'managed';
+export const MANAGED_ADMIN_PASSWORD = 'managed-admin-suite-1';
+const managedAdmins = new Map<string, string>();
+
+/** The admin role a fresh database was given under OUTBOX_TEST_ADMIN=managed, else undefined. */
+export function managedAdminOf(database: string): string | undefined {
+  return managedAdmins.get(database);
+}
+
 /** A new, empty database for one test file; `drop()` removes it even while clients are connected. */
 export async function freshDatabase(prefix = 't'): Promise<FreshDatabase> {
   const name = randomIdentifier(prefix);
   await withClient('postgres', (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
+  if (MANAGED_ADMIN) {
+    const admin = `adm_${name}`.slice(0, 63);
+    await withClient('postgres', async (c) => {
+      await c.query(`CREATE ROLE ${c.escapeIdentifier(admin)} LOGIN CREATEROLE REPLICATION PASSWORD '${MANAGED_ADMIN_PASSWORD}'`);
+      await c.query(`ALTER DATABASE ${c.escapeIdentifier(name)} OWNER TO ${c.escapeIdentifier(admin)}`);
+    });
+    managedAdmins.set(name, admin);
+  }
   return {
     name,
     config: pgConfig(name),
