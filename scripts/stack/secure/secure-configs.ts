@@ -222,3 +222,8 @@ export function registryJdbcUrl(certs: StackCerts): string {
   return `jdbc:postgresql://${SECURE_HOST}:${SECURE_PORTS.postgres}/${REGISTRY_DATABASE}?sslmode=verify-full&sslrootcert=${encodeURIComponent(certs.caCert)}`;
 }
 
+
+/** The stack admin's client properties (kafka-configs.sh, kafka-acls.sh --command-config). */
+export function adminClientProperties(certs: StackCerts): string {
+  return `${kafkaClientTls(certs, 'outbox-admin', SECURE_KAFKA_USERS['outbox-admin']).join('\n')}\n`;
+}

@@ -17,7 +17,7 @@ import type { StepEvent } from '../start-up';
 import { ensureCerts, stackCertsAt, type StackCerts } from './certs';
 import { secureGet, securePgClient, withSecureAdmin } from './secure-clients';
 import {
-  connectJaas, connectUsers, htpasswd, nginxConf, registryJdbcUrl, scramFormatArgs, secureConnectProperties, secureKafkaProperties, securePgHba, securePostgresConf,
+  adminClientProperties, connectJaas, connectUsers, htpasswd, nginxConf, registryJdbcUrl, scramFormatArgs, secureConnectProperties, secureKafkaProperties, securePgHba, securePostgresConf,
 } from './secure-configs';
 import { SECURE_HOST, SECURE_PORTS, SECURE_POSTGRES } from './secure-settings';
 
@@ -224,6 +224,7 @@ export async function upSecureStack(config: StackConfig, onStep: (event: StepEve
   step('postgres', await upPostgres(config, paths, certs));
 
   writeFileSync(file(paths, 'kafka.properties'), secureKafkaProperties(certs, join(paths.stateDir, 'kafka-data')));
+  writeFileSync(file(paths, 'admin-client.properties'), adminClientProperties(certs), { mode: 0o600 });
   formatKafka(paths, rt.java, file(paths, 'kafka.properties'));
   const kafka = await start(paths, 'kafka', rt.java.bin, [marker(paths), '-Xms256m', `-Xmx${config.heap.kafka}`, '-XX:+UseParallelGC', '-XX:-UsePerfData',
     `-Dlog4j2.configurationFile=${join(paths.connectTemplates, 'log4j2.properties')}`, `-Dkafka.logs.dir=${paths.logDir}`,
