@@ -9,6 +9,7 @@ import { PROJECT_ROOT } from '../../scripts/stack/paths';
 import { resolveStackConfig } from '../../scripts/stack/config';
 import { isAlive } from '../../scripts/stack/processes';
 import { secureCerts, secureStackPaths } from '../../scripts/stack/secure/secure-stack';
+import { secureOutboxOptions } from '../../scripts/stack/secure/secure-config';
 import { SECURE_HTTP_USERS, SECURE_KAFKA_USERS, SECURE_PORTS, SECURE_POSTGRES, secureUrls, type SecureKafkaUser } from '../../scripts/stack/secure/secure-settings';
 import { randomIdentifier } from './stack-env';
 
@@ -72,19 +73,15 @@ export async function freshSecureDatabase(prefix: string): Promise<{ name: strin
  * with verify-full. Role names are the file's own; their passwords the stack's (the worker knows the CDC one).
  */
 export function secureConfig(database: string, principal: SecureKafkaUser, overrides: OutboxOptions = {}, suffix = randomIdentifier('r').slice(-8)): OutboxConfig {
-  const { cdc, app, monitor, router, relay } = SECURE_ROLE_PASSWORDS;
+  const base = secureOutboxOptions(certs, database, principal);
   return loadConfig({
     env: {},
     overrides: {
+      ...base,
       ...overrides,
-      database: { host: '127.0.0.1', port: SECURE_PORTS.postgres, database, user: SECURE_POSTGRES.user, password: SECURE_POSTGRES.password, sslMode: 'verify-full', sslRootCert: certs.caCert, ...overrides.database },
-      roles: {
-        cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}`,
-        cdcPassword: cdc, appPassword: app, monitorPassword: monitor, routerPassword: router, relayPassword: relay, ...overrides.roles,
-      },
-      kafka: { brokers: [...secureUrls.kafkaBrokers], ssl: { caFile: certs.caCert }, sasl: { mechanism: 'scram-sha-512', username: principal, password: SECURE_KAFKA_USERS[principal] }, ...overrides.kafka },
-      connect: { url: secureUrls.connect, ...SECURE_HTTP_USERS.connect, caFile: certs.caCert, ...overrides.connect },
-      registry: { url: secureUrls.registry, ...SECURE_HTTP_USERS.registry, caFile: certs.caCert, ...overrides.registry },
+      database: { ...base.database, ...overrides.database },
+      roles: { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}`, ...base.roles, ...overrides.roles },
+      kafka: { ...base.kafka, ...overrides.kafka },
       connector: { slotName: randomIdentifier('slot'), name: randomIdentifier('conn'), ...overrides.connector },
     },
   });
