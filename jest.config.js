@@ -5,7 +5,7 @@ const moduleNameMapper = {
   '^outbox-router$': '<rootDir>/src',
   '^outbox-router/local-stack$': '<rootDir>/src/config/local-stack',
   // The ORM and driver adapters (src/adapters), one subpath each.
-  '^outbox-router/(kysely|drizzle|knex|postgres-js|typeorm|sequelize)$': '<rootDir>/src/adapters/$1',
+  '^outbox-router/(kysely|drizzle|knex|postgres-js|typeorm|sequelize|prisma|pg-promise)$': '<rootDir>/src/adapters/$1',
   '^outbox-router/(.*)$': '<rootDir>/src/$1',
 };
 

@@ -7,23 +7,28 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { PrismaPg } from '@prisma/adapter-pg';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import { integer, pgTable, text, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import knex from 'knex';
 import { Kysely, PostgresDialect } from 'kysely';
 import { Pool, type ClientConfig } from 'pg';
+import pgPromise from 'pg-promise';
 import postgres from 'postgres';
 import { DataTypes, Sequelize } from 'sequelize';
 import { DataSource, EntitySchema } from 'typeorm';
 import { createDrizzleWriter } from 'outbox-router/drizzle';
 import { createKnexWriter } from 'outbox-router/knex';
 import { createKyselyWriter } from 'outbox-router/kysely';
+import { createPgPromiseWriter } from 'outbox-router/pg-promise';
 import { createPostgresJsWriter } from 'outbox-router/postgres-js';
+import { createPrismaWriter } from 'outbox-router/prisma';
 import { createSequelizeWriter } from 'outbox-router/sequelize';
 import { createTypeormWriter } from 'outbox-router/typeorm';
 import type { OutboxEventOf, OutboxWriter, WrittenEvent } from 'outbox-router/producer';
 import type { EventMap } from '../../examples/outbox-events';
+import { loadPrismaClient, type PrismaShopTransaction } from './prisma-client';
 
 export type OrderEvent = OutboxEventOf<EventMap>;
 
@@ -227,6 +232,60 @@ export const ADAPTER_CASES: AdapterCase[] = [
           return outbox.writeEvents(t, events);
         },
         close: () => sequelize.close(),
+      };
+    },
+  },
+  {
+    name: 'Prisma',
+    tellsEnded: true,
+    library: `@prisma/client ${version('@prisma/client')} + @prisma/adapter-pg ${version('@prisma/adapter-pg')}`,
+    async open(config, writer) {
+      const { PrismaClient } = loadPrismaClient();
+      const prisma = new PrismaClient({ adapter: new PrismaPg({ ...config, max: 2 }) });
+      const outbox = createPrismaWriter(writer);
+      return {
+        writeInTransaction: (id, events, { fail } = {}) =>
+          prisma.$transaction(async (tx) => {
+            await tx.shopOrder.create({ data: { id, total: 1 } });
+            const written = await outbox.writeEvents(tx, events);
+            rollback(fail);
+            return written;
+          }),
+        writeOutside: (events) => outbox.writeEvents(prisma, events),
+        async writeAfterEnd(events) {
+          let kept: PrismaShopTransaction | undefined;
+          await prisma.$transaction(async (tx) => {
+            kept = tx;
+          });
+          return outbox.writeEvents(kept as PrismaShopTransaction, events);
+        },
+        close: () => prisma.$disconnect(),
+      };
+    },
+  },
+  {
+    name: 'pg-promise',
+    tellsEnded: true,
+    library: `pg-promise ${version('pg-promise')}`,
+    async open(config, writer) {
+      const pgp = pgPromise();
+      const db = pgp({ ...config, max: 2 } as never);
+      const outbox = createPgPromiseWriter(writer);
+      return {
+        writeInTransaction: (id, events, { fail } = {}) =>
+          db.tx(async (t) => {
+            await t.none(pgp.helpers.insert({ id, total: 1 }, null, 'shop_orders'));
+            const written = await outbox.writeEvents(t, events);
+            rollback(fail);
+            return written;
+          }),
+        // A task holds one connection but no transaction: refused like the database object.
+        writeOutside: (events) => db.task((t) => outbox.writeEvents(t, events)),
+        async writeAfterEnd(events) {
+          const kept = await db.tx(async (t) => t);
+          return outbox.writeEvents(kept, events);
+        },
+        close: async () => pgp.end(),
       };
     },
   },

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { integer, pgTable, text } from 'drizzle-orm/pg-core';
-import type { Pool } from 'pg';
+import type { ClientConfig, Pool } from 'pg';
+import pgPromise from 'pg-promise';
+import { DataTypes, Sequelize } from 'sequelize';
+import { DataSource, EntitySchema } from 'typeorm';
+import { loadPrismaClient } from '../../scripts/bench/prisma-client';
 import { drizzleOn } from '../../src/adapters/drizzle';
 import { knexOn } from '../../src/adapters/knex';
 import { kyselyOn } from '../../src/adapters/kysely';
@@ -22,26 +26,95 @@ interface Payment {
   fail?: boolean;
 }
 
-const payments = pgTable('payments', { orderId: text('order_id').primaryKey(), cents: integer('cents').notNull() });
+type PaymentHandler = (event: RoutedEvent<Payment>, ctx: HandlerContext) => Promise<void>;
 
-/** One handler per library, each writing the payment with that library's own builder on a handle bound to ctx.tx. */
-const HANDLER_CASES: Array<{ name: string; handle(event: RoutedEvent<Payment>, ctx: HandlerContext): Promise<void> }> = [
+const payments = pgTable('payments', { orderId: text('order_id').primaryKey(), cents: integer('cents').notNull() });
+const url = (c: ClientConfig) => `postgres://${c.user}:${encodeURIComponent(String(c.password))}@${c.host}:${c.port}/${c.database}`;
+
+/**
+ * One handler per library, each writing the payment with that library's own builder: on a handle bound
+ * to ctx.tx (Kysely, Drizzle, Knex), or as SQL the library builds and ctx.tx runs, for the libraries
+ * that cannot run on a connection they did not open (docs/adapters.md, "Handlers in other libraries").
+ * `open` is the library's setup in the user's application, once, on its own database connection.
+ */
+const HANDLER_CASES: Array<{ name: string; open(config: ClientConfig): Promise<{ handle: PaymentHandler; close?(): Promise<void> }> }> = [
   {
     name: 'Kysely',
-    async handle(event, ctx) {
-      await kyselyOn<{ payments: { order_id: string; cents: number } }>(ctx.tx).insertInto('payments').values({ order_id: event.payload.orderId, cents: event.payload.cents }).execute();
-    },
+    open: async () => ({
+      handle: async (event, ctx) => {
+        await kyselyOn<{ payments: { order_id: string; cents: number } }>(ctx.tx).insertInto('payments').values({ order_id: event.payload.orderId, cents: event.payload.cents }).execute();
+      },
+    }),
   },
   {
     name: 'Drizzle',
-    async handle(event, ctx) {
-      await drizzleOn(ctx.tx).insert(payments).values({ orderId: event.payload.orderId, cents: event.payload.cents });
-    },
+    open: async () => ({
+      handle: async (event, ctx) => {
+        await drizzleOn(ctx.tx).insert(payments).values({ orderId: event.payload.orderId, cents: event.payload.cents });
+      },
+    }),
   },
   {
     name: 'Knex',
-    async handle(event, ctx) {
-      await knexOn(ctx.tx)('payments').insert({ order_id: event.payload.orderId, cents: event.payload.cents });
+    open: async () => ({
+      handle: async (event, ctx) => {
+        await knexOn(ctx.tx)('payments').insert({ order_id: event.payload.orderId, cents: event.payload.cents });
+      },
+    }),
+  },
+  {
+    name: 'TypeORM',
+    async open(config) {
+      const Payment = new EntitySchema<{ order_id: string; cents: number }>({ name: 'payments', columns: { order_id: { type: 'text', primary: true }, cents: { type: 'int' } } });
+      const source = new DataSource({ type: 'postgres', ...(config as object), username: config.user, entities: [Payment], poolSize: 1 } as never);
+      await source.initialize();
+      return {
+        handle: async (event, ctx) => {
+          const [sql, params] = source.createQueryBuilder().insert().into(Payment).values({ order_id: event.payload.orderId, cents: event.payload.cents }).getQueryAndParameters();
+          await ctx.tx.query(sql, params);
+        },
+        close: () => source.destroy(),
+      };
+    },
+  },
+  {
+    name: 'Sequelize',
+    async open(config) {
+      const sequelize = new Sequelize(url(config), { logging: false, pool: { max: 1 } });
+      const Payment = sequelize.define('payments', { order_id: { type: DataTypes.TEXT, primaryKey: true }, cents: { type: DataTypes.INTEGER, allowNull: false } }, { timestamps: false, tableName: 'payments' });
+      // The query generator of Sequelize's query interface: typed `unknown` in Sequelize 6, hence the cast.
+      const generator = sequelize.getQueryInterface().queryGenerator as { insertQuery(table: string, values: object, attributes: object): { query: string; bind?: unknown[] } };
+      return {
+        handle: async (event, ctx) => {
+          const { query, bind } = generator.insertQuery(Payment.getTableName() as string, { order_id: event.payload.orderId, cents: event.payload.cents }, Payment.getAttributes());
+          await ctx.tx.query(query, bind);
+        },
+        close: () => sequelize.close(),
+      };
+    },
+  },
+  {
+    name: 'Prisma',
+    async open() {
+      const { Prisma } = loadPrismaClient();
+      return {
+        handle: async (event, ctx) => {
+          const statement = Prisma.sql`INSERT INTO payments (order_id, cents) VALUES (${event.payload.orderId}, ${event.payload.cents})`;
+          await ctx.tx.query(statement.text, statement.values);
+        },
+      };
+    },
+  },
+  {
+    name: 'pg-promise',
+    async open() {
+      // pg-promise's formatting only, with no database object: pgp.helpers builds the statement.
+      const pgp = pgPromise();
+      return {
+        handle: async (event, ctx) => {
+          await ctx.tx.query(pgp.helpers.insert({ order_id: event.payload.orderId, cents: event.payload.cents }, null, 'payments'));
+        },
+      };
     },
   },
 ];
@@ -50,8 +123,9 @@ const HANDLER_CASES: Array<{ name: string; handle(event: RoutedEvent<Payment>, c
  * Handlers written in the user's ORM (docs/adapters.md, "Handlers"): a handle bound to the router's
  * inbox transaction (ctx.tx), run through the router's real inbox code (outbox-router/testing).
  */
-describe.each(HANDLER_CASES)('a $name handler in the inbox transaction', ({ name, handle }) => {
+describe.each(HANDLER_CASES)('a $name handler in the inbox transaction', ({ name, open }) => {
   let db: FreshDatabase;
+  let close: (() => Promise<void>) | undefined;
   let config: OutboxConfig;
   let pool: Pool;
   let harness: HandlerHarness;
@@ -64,6 +138,9 @@ describe.each(HANDLER_CASES)('a $name handler in the inbox transaction', ({ name
     await provision(config);
     pool = createPool(config.database, { max: 3 });
     await pool.query('CREATE TABLE payments (order_id text PRIMARY KEY, cents int NOT NULL)');
+    const library = await open(db.config);
+    const handle = library.handle;
+    close = library.close;
     const handlers: Handlers = {
       order: {
         OrderPaid: async (event: RoutedEvent<Payment>, ctx) => {
@@ -76,6 +153,7 @@ describe.each(HANDLER_CASES)('a $name handler in the inbox transaction', ({ name
   });
 
   afterAll(async () => {
+    await close?.();
     await pool?.end();
     await db?.drop();
   });

@@ -142,10 +142,12 @@ describe('layout: the built package', () => {
     ['postgres-js', undefined],
     ['typeorm', undefined],
     ['sequelize', undefined],
+    ['prisma', undefined],
+    ['pg-promise', undefined],
   ])('the %s adapter loads only its own library (or none), never another ORM or Kafka', (subpath, own) => {
     const script = `require('${pkg.name}/${subpath}'); process.stdout.write(JSON.stringify(Object.keys(require.cache)));`;
     const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' })) as string[];
-    const libraries = new Set(loaded.flatMap((f) => /[\\/]node_modules[\\/](kysely|drizzle-orm|knex|postgres|typeorm|sequelize|kafkajs)[\\/]/.exec(f)?.[1] ?? []));
+    const libraries = new Set(loaded.flatMap((f) => /[\\/]node_modules[\\/](kysely|drizzle-orm|knex|postgres|typeorm|sequelize|@prisma|prisma|pg-promise|kafkajs)[\\/]/.exec(f)?.[1] ?? []));
     expect([...libraries]).toEqual(own ? [own] : []);
     expect(loaded.some((f) => relative(root, f) === join('dist', 'adapters', `${subpath}.js`))).toBe(true);
   });

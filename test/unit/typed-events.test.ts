@@ -12,7 +12,9 @@ import type { EventMap, OrderCreated } from '../../examples/outbox-events';
 import { createDrizzleWriter } from '../../src/adapters/drizzle';
 import { createKnexWriter } from '../../src/adapters/knex';
 import { createKyselyWriter } from '../../src/adapters/kysely';
+import { createPgPromiseWriter } from '../../src/adapters/pg-promise';
 import { createPostgresJsWriter } from '../../src/adapters/postgres-js';
+import { createPrismaWriter } from '../../src/adapters/prisma';
 import { createSequelizeWriter } from '../../src/adapters/sequelize';
 import { createTypeormWriter } from '../../src/adapters/typeorm';
 
@@ -61,10 +63,10 @@ describe('typed writer through the ORM and driver adapters (src/adapters)', () =
   const typed = createOutboxWriter<EventMap>({ outbox, codec });
 
   it('keeps the EventMap: each adapter takes the map\'s events and refuses a misspelled type or a wrong payload', () => {
-    const adapters = [createKyselyWriter(typed), createDrizzleWriter(typed), createKnexWriter(typed), createPostgresJsWriter(typed), createTypeormWriter(typed), createSequelizeWriter(typed)];
+    const adapters = [createKyselyWriter(typed), createDrizzleWriter(typed), createKnexWriter(typed), createPostgresJsWriter(typed), createTypeormWriter(typed), createSequelizeWriter(typed), createPrismaWriter(typed), createPgPromiseWriter(typed)];
     // Never called: only its type-checking matters.
     const misuse = async (handle: never) => {
-      const [kysely, drizzle, knex, postgresJs, typeorm, sequelize] = adapters;
+      const [kysely, drizzle, knex, postgresJs, typeorm, sequelize, prisma, pgPromise] = adapters;
       await kysely?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreated', payload: created });
       // @ts-expect-error the event type is misspelled
       await kysely?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreatd', payload: created });
@@ -78,9 +80,13 @@ describe('typed writer through the ORM and driver adapters (src/adapters)', () =
       await typeorm?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCreated', payload: { ...created, channel: 'web' } });
       // @ts-expect-error the event type is misspelled
       await sequelize?.writeEvent(handle, { aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCancel', payload: created });
+      // @ts-expect-error OrderCancelled's payload has reason and cancelledAt, not OrderCreated's fields
+      await prisma?.writeEvents(handle, [{ aggregateType: 'order', aggregateId: 'o-1', type: 'OrderCancelled', payload: created }]);
+      // @ts-expect-error no such aggregate type
+      await pgPromise?.writeEvent(handle, { aggregateType: 'payment', aggregateId: 'o-1', type: 'OrderCreated', payload: created });
     };
     expect(typeof misuse).toBe('function');
-    expect(adapters.map((a) => typeof a.writeEvent)).toEqual(Array(6).fill('function'));
+    expect(adapters.map((a) => typeof a.writeEvent)).toEqual(Array(8).fill('function'));
   });
 });
 
