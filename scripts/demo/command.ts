@@ -3,6 +3,28 @@ import { SingleBar, Presets } from 'cli-progress';
 import { formatDemo, runDemo } from './run-demo';
 import { OutboxError } from 'outbox-router/errors';
 import { configFrom, withConfigOption } from 'outbox-router/cli';
+import { loadConfig, type OutboxConfig } from 'outbox-router/config';
+import { resolveStackConfig } from '../stack/config';
+import { secureOutboxOptions } from '../stack/secure/secure-config';
+import { downSecureStack, secureCerts, secureStackPaths, secureStackStatus, upSecureStack } from '../stack/secure/secure-stack';
+import type { DemoStack } from './types';
+
+/**
+ * `demo --profile secure`: the same demo on the secure stack, every hop over TLS with a credential. One
+ * process plays every part, so it connects to Kafka as the stack's admin (a super user); the parts as
+ * their own principals are what test/integration/secure-*.test.ts run.
+ */
+function secureDemo(): { config: OutboxConfig; stack: DemoStack } {
+  const stackConfig = resolveStackConfig({});
+  const certs = secureCerts(secureStackPaths(stackConfig));
+  const config = loadConfig({ env: {}, overrides: { ...secureOutboxOptions(certs, 'app', 'outbox-admin'), router: { consumer: 'outbox-demo' } } });
+  const stack: DemoStack = {
+    ready: async () => (await secureStackStatus(stackConfig)).every((s) => s.ready),
+    up: async (onStep) => void (await upSecureStack(stackConfig, (e) => onStep(e.detail))),
+    down: (onStep) => downSecureStack(stackConfig, false, (e) => onStep(e.detail)),
+  };
+  return { config, stack };
+}
 import { action, loggerFor } from 'outbox-router/cli';
 
 function positive(flag: string, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
@@ -29,12 +51,14 @@ export function demoCommand(): Command {
         .default(20)
         .argParser((value: string) => (value.trim() === '0' ? 0 : positive('--warmup-seconds', 600)(value))),
     )
+    .addOption(new Option('--profile <profile>', 'secure: run on the secure stack (TLS and a credential on every hop; docs/local-stack.md)').choices(['secure']))
     .option('--keep', 'leave the stack running at the end (it always stays up if it was running before)', false)
     .option('--json', 'print the summary as JSON', false)
     .action(
-      action(async (opts: { events: number; rate: number; rollbackShare: number; warmupSeconds: number; keep: boolean; json: boolean }, command: Command) => {
+      action(async (opts: { events: number; rate: number; rollbackShare: number; warmupSeconds: number; keep: boolean; json: boolean; profile?: 'secure' }, command: Command) => {
         const log = loggerFor(command);
-        const config = configFrom(command);
+        const secure = opts.profile === 'secure' ? secureDemo() : undefined;
+        const config = secure?.config ?? configFrom(command);
         const tty = Boolean(process.stderr.isTTY);
         const bars = new Map<string, SingleBar>();
         let lastLine = 0;
@@ -55,7 +79,7 @@ export function demoCommand(): Command {
             log.info({ phase, done, total }, `${phase}: ${done}/${total}`);
           }
         };
-        const summary = await runDemo({ config, events: Math.round(opts.events), rate: opts.rate, rollbackShare: opts.rollbackShare, warmupSeconds: opts.warmupSeconds, keep: opts.keep, log, progress });
+        const summary = await runDemo({ config, events: Math.round(opts.events), rate: opts.rate, rollbackShare: opts.rollbackShare, warmupSeconds: opts.warmupSeconds, keep: opts.keep, log, progress, ...(secure ? { stack: secure.stack } : {}) });
         for (const bar of bars.values()) bar.stop();
         process.stdout.write(opts.json ? `${JSON.stringify(summary, null, 2)}\n` : `\n${formatDemo(summary)}\n`);
         return summary.ok ? 0 : 1;

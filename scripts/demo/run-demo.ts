@@ -15,7 +15,7 @@ import { ORDERS_DDL, createOrder } from '../../examples/create-order';
 import exampleHandlers from '../../examples/order-handlers';
 import { createStack } from '../stack/stack';
 import { percentiles, round } from '../bench/stats';
-import type { DemoOptions, DemoSummary } from './types';
+import type { DemoOptions, DemoStack, DemoSummary } from './types';
 
 /** The demo's own record of what the handler saw, written in the handler's transaction. */
 const DEMO_DDL = `CREATE TABLE IF NOT EXISTS demo_handled (
@@ -34,10 +34,10 @@ const DEMO_DDL = `CREATE TABLE IF NOT EXISTS demo_handled (
 export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const { config, log } = options;
   const t0 = Date.now();
-  const stack = createStack();
-  const wasRunning = (await stack.status()).every((s) => s.ready);
+  const stack = options.stack ?? plainStack();
+  const wasRunning = await stack.ready();
   log.info(wasRunning ? 'stack: already running' : 'stack: starting (first run downloads the jars)…');
-  await stack.up((e) => log.info(`stack: ${e.detail}`));
+  await stack.up((detail) => log.info(`stack: ${detail}`));
   const stackUp = Date.now();
 
   const report = await provision(config);
@@ -152,9 +152,18 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     await pool.end().catch(() => {});
     if (!options.keep && !wasRunning) {
       log.info('stack: stopping (it was not running before the demo; --keep leaves it up)');
-      await stack.down({}, (e) => log.debug(e.detail));
+      await stack.down((detail) => log.debug(detail));
     }
   }
+}
+
+function plainStack(): DemoStack {
+  const stack = createStack();
+  return {
+    ready: async () => (await stack.status()).every((s) => s.ready),
+    up: async (onStep) => void (await stack.up((e) => onStep(e.detail))),
+    down: (onStep) => stack.down({}, (e) => onStep(e.detail)),
+  };
 }
 
 /** The example's handlers, each also recording (event id, order id) in demo_handled in the same transaction. */

@@ -24,6 +24,15 @@ export interface DemoOptions {
    * reports the same percentiles as a warm one. 0 skips the warm-up.
    */
   warmupSeconds?: number;
+  /** The stack the demo runs on: the plain local stack by default; `demo --profile secure` gives the secure one. */
+  stack?: DemoStack;
+}
+
+/** What the demo needs of a stack: is it up, start it, stop it. */
+export interface DemoStack {
+  ready(): Promise<boolean>;
+  up(onStep: (detail: string) => void): Promise<void>;
+  down(onStep: (detail: string) => void): Promise<void>;
 }
 
 export interface DemoSummary {

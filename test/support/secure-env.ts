@@ -142,9 +142,9 @@ export interface CliRun {
 const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 
 /** `node dist/cli/main.js …` with only the given environment (plus PATH), as a user runs it. */
-export function runCli(args: string[], env: Record<string, string>, timeoutMs = 120_000): Promise<CliRun> {
+export function runCli(args: string[], env: Record<string, string>, timeoutMs = 120_000, cli = CLI): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, '--log-format', 'json', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, '--log-format', 'json', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
