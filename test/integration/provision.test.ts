@@ -67,7 +67,7 @@ describe('db:provision', () => {
         'SELECT p.pubinsert, p.pubupdate, p.pubdelete, pg_get_userbyid(p.pubowner) AS owner, array_agg(t.tablename::text ORDER BY t.tablename) AS tables FROM pg_publication p JOIN pg_publication_tables t USING (pubname) WHERE p.pubname = $1 GROUP BY 1, 2, 3, 4',
         [config.outbox.publication],
       );
-      expect(pub.rows[0]).toEqual({ pubinsert: true, pubupdate: true, pubdelete: false, owner: 'postgres', tables: ['outbox', 'outbox_heartbeat'] });
+      expect(pub.rows[0]).toEqual({ pubinsert: true, pubupdate: true, pubdelete: false, owner: config.database.user, tables: ['outbox', 'outbox_heartbeat'] });
     });
   });
 
