@@ -27,6 +27,8 @@ export interface StackCerts {
   keystorePassword: string;
   /** A second CA no service uses: a client that trusts it must refuse every server (the untrusted-certificate tests). */
   otherCaCert: string;
+  /** A server certificate of the stack's CA that expired in 2020, for the expired-certificate tests' stand-in servers. */
+  expired: { cert: string; key: string };
   services: Record<CertifiedService, ServiceCert>;
 }
 
@@ -41,6 +43,7 @@ export function stackCertsAt(dir: string): StackCerts {
     truststore: join(dir, 'truststore.p12'),
     keystorePassword: KEYSTORE_PASSWORD,
     otherCaCert: join(dir, 'other-ca.crt'),
+    expired: { cert: join(dir, 'expired.crt'), key: join(dir, 'expired.key') },
     services: Object.fromEntries(CERTIFIED_SERVICES.map((s) => [s, service(s)])) as Record<CertifiedService, ServiceCert>,
   };
 }
@@ -53,7 +56,11 @@ export function stackCertsAt(dir: string): StackCerts {
 export function ensureCerts(dir: string, keytool: string): { certs: StackCerts; created: boolean } {
   const certs = stackCertsAt(dir);
   const complete = join(dir, '.complete');
-  if (existsSync(complete)) return { certs, created: false };
+  if (existsSync(complete)) {
+    // Stacks made before the expired certificate existed get it on their next `up`.
+    if (!existsSync(certs.expired.cert)) makeExpiredCert(certs);
+    return { certs, created: false };
+  }
   if (!which('openssl')) {
     throw new OutboxError('STACK_SERVICE_FAILED', 'The secure profile makes its certificates with openssl, which is not on PATH. Install it with `apt-get install -y openssl`.');
   }
@@ -61,6 +68,7 @@ export function ensureCerts(dir: string, keytool: string): { certs: StackCerts; 
   makeCa(certs.caKey, certs.caCert, 'outbox-router local stack CA');
   makeCa(join(dir, 'other-ca.key'), certs.otherCaCert, 'an unrelated CA (untrusted by every service)');
   for (const name of CERTIFIED_SERVICES) makeServerCert(certs, name);
+  makeExpiredCert(certs);
   tool(keytool, ['-importcert', '-noprompt', '-alias', 'outbox-local-ca', '-file', certs.caCert, '-keystore', certs.truststore, '-storetype', 'PKCS12', '-storepass', KEYSTORE_PASSWORD]);
   writeFileSync(complete, `${new Date().toISOString()}\n`);
   return { certs, created: true };
@@ -86,6 +94,23 @@ function makeServerCert(certs: StackCerts, name: CertifiedService): void {
   openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=outbox-${name}`]);
   openssl(['x509', '-req', '-in', csr, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-days', '825', '-sha256', '-extfile', ext, '-out', cert]);
   openssl(['pkcs12', '-export', '-in', cert, '-inkey', key, '-certfile', certs.caCert, '-name', name, '-out', keystore, '-passout', `pass:${KEYSTORE_PASSWORD}`]);
+}
+
+/**
+ * A certificate valid only in January 2020, signed by the stack's CA: `openssl x509` cannot back-date,
+ * `openssl ca` can (-startdate/-enddate), with a throw-away CA database.
+ */
+function makeExpiredCert(certs: StackCerts): void {
+  const work = join(certs.dir, 'expired-ca');
+  mkdirSync(work, { recursive: true });
+  writeFileSync(join(work, 'index.txt'), '');
+  writeFileSync(join(work, 'serial'), '1000\n');
+  writeFileSync(join(work, 'ca.cnf'), `[ca]\ndefault_ca = local\n[local]\ndatabase = ${join(work, 'index.txt')}\nserial = ${join(work, 'serial')}\nnew_certs_dir = ${work}\ndefault_md = sha256\npolicy = any\ncopy_extensions = none\n[any]\ncommonName = supplied\n`);
+  writeFileSync(join(work, 'ext'), `subjectAltName=IP:${SECURE_HOST},DNS:${SECURE_DNS_NAME}\nextendedKeyUsage=serverAuth\n`);
+  const csr = join(work, 'expired.csr');
+  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', certs.expired.key, '-out', csr, '-subj', '/CN=outbox-expired']);
+  openssl(['ca', '-batch', '-config', join(work, 'ca.cnf'), '-cert', certs.caCert, '-keyfile', certs.caKey, '-startdate', '20200101000000Z', '-enddate', '20200201000000Z',
+    '-in', csr, '-out', certs.expired.cert, '-notext', '-extfile', join(work, 'ext')]);
 }
 
 function openssl(args: string[]): void {
