@@ -136,12 +136,13 @@ export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedCo
   const forms = new Map<string, string>();
   const wholes: Array<{ path: string[]; value: unknown }> = [];
   for (const setting of ENV_SETTINGS) {
-    const raw = env[setting.env];
+    const fromFile = secretFromFile(setting, env);
+    const raw = fromFile?.value ?? env[setting.env];
     if (raw === undefined || raw === '') continue;
     const value = envValue(setting, raw);
     setPath(fromEnv, setting.path, value);
     const dotted = setting.path.join('.');
-    sources.set(dotted, { kind: 'env', name: setting.env });
+    sources.set(dotted, { kind: 'env', name: fromFile?.variable ?? setting.env });
     const form = envForm(setting);
     if (form) forms.set(setting.env, `${setting.env} takes ${form}`);
     if (setting.type === 'json') {
@@ -181,6 +182,28 @@ export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedCo
 }
 
 export { ENV_SETTINGS, redactConfig, withoutUserinfo };
+
+/** A secret setting: its value may come from a file named by `<VARIABLE>_FILE` instead. */
+const SECRET_LEAF = /(password|secret|token)$/i;
+
+/**
+ * `<VARIABLE>_FILE` for a secret's variable (OUTBOX_KAFKA_SASL_PASSWORD_FILE, PGPASSWORD_FILE, …): the
+ * file's content is the value, without one trailing newline, as Docker and Kubernetes mount secrets.
+ * Setting both is refused, and an unreadable file named; the content is never echoed.
+ */
+function secretFromFile(setting: { env: string; path: readonly string[] }, env: NodeJS.ProcessEnv): { value: string; variable: string } | undefined {
+  const variable = `${setting.env}_FILE`;
+  const path = env[variable];
+  if (!path || !SECRET_LEAF.test(setting.path[setting.path.length - 1] ?? '')) return undefined;
+  if (env[setting.env]) {
+    throw new OutboxError('CONFIG_INVALID', `Both ${setting.env} and ${variable} are set: the secret ${setting.path.join('.')} must come from one place. Unset one of them.`, { details: { variables: [setting.env, variable] } });
+  }
+  try {
+    return { value: readFileSync(path, 'utf8').replace(/\r?\n$/, ''), variable };
+  } catch (error) {
+    throw new OutboxError('CONFIG_INVALID', `Cannot read ${variable} ${path}: ${(error as Error).message}. Point ${variable} at a readable file holding only the secret.`, { cause: error, details: { variable, path } });
+  }
+}
 
 /**
  * A PEM file a setting names (CA bundle, certificate, key), read when a client is built; a missing

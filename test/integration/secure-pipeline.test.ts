@@ -5,6 +5,9 @@
  * prints may contain a secret.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { createCodec, topicForReplacement } from '../../src/codec';
 import type { OutboxConfig } from '../../src/config';
@@ -145,8 +148,16 @@ describeSecure('secure-pipeline')('the pipeline on the secure stack: TLS, creden
     expect((await pool.query('SELECT reason FROM effects WHERE message_id = $1', [id])).rows).toEqual([{ reason: 'audited' }]);
   });
 
-  it('outbox status and the watchdog read the slot, the connector and the topics as User:outbox-status, printing no secret', async () => {
-    const status = await runCli(['status', '--json'], env('outbox-status'));
+  it('outbox status and the watchdog read the slot, the connector and the topics as User:outbox-status, printing no secret; the secrets may come from files', async () => {
+    // As Kubernetes mounts secrets: <VARIABLE>_FILE instead of the variable.
+    const dir = mkdtempSync(join(tmpdir(), 'outbox-secrets-'));
+    const fromFiles = Object.fromEntries(Object.entries(env('outbox-status')).map(([name, value]) => {
+      if (!/PASSWORD$/.test(name)) return [name, value];
+      writeFileSync(join(dir, name), `${value}\n`, { mode: 0o600 });
+      return [`${name}_FILE`, join(dir, name)];
+    }));
+    expect(Object.keys(fromFiles)).toEqual(expect.arrayContaining(['PGPASSWORD_FILE', 'OUTBOX_KAFKA_SASL_PASSWORD_FILE', 'OUTBOX_CONNECT_PASSWORD_FILE', 'OUTBOX_REGISTRY_PASSWORD_FILE']));
+    const status = await runCli(['status', '--json'], fromFiles);
     expectNoSecret(status, 'status');
     const report = JSON.parse(status.stdout) as { connector?: { state?: string }; [k: string]: unknown };
     expect(JSON.stringify(report)).toContain(config.connector.slotName);
