@@ -203,9 +203,8 @@ export function adminClient(database = 'postgres', port: number = STACK_PORTS.po
   });
 }
 
-/** Creates the `app` database and the registry's once; safe to call on every `up`. */
-export async function ensureAppDatabase(port: number = STACK_PORTS.postgres): Promise<void> {
-  const client = adminClient('postgres', port);
+/** Creates the `app` database and the registry's once; safe to call on every `up`. `client` connects as the superuser (default: the plain stack's). */
+export async function ensureAppDatabase(port: number = STACK_PORTS.postgres, client: Client = adminClient('postgres', port)): Promise<void> {
   await client.connect();
   try {
     for (const name of [POSTGRES.database, REGISTRY_DATABASE]) {

@@ -167,7 +167,7 @@ function serviceFailure(service: string, logFile: string, why: string): OutboxEr
   );
 }
 
-async function waitReady(config: StackConfig, service: string, probe: Probe, logFile: string, pid?: number): Promise<string> {
+export async function waitReady(config: Pick<StackConfig, 'readyTimeoutMs'>, service: string, probe: Probe, logFile: string, pid?: number): Promise<string> {
   const deadline = Date.now() + config.readyTimeoutMs;
   let last = 'no answer yet';
   while (Date.now() < deadline) {

@@ -1,6 +1,5 @@
 import { copyFileSync, chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { applyKafkaAcls, planKafkaAcls } from 'outbox-router/acls';
 import { outboxConfigSchema } from 'outbox-router/config';
 import { OutboxError } from 'outbox-router/errors';
@@ -12,8 +11,9 @@ import { stackPaths, type StackPaths } from '../paths';
 import * as pg from '../postgres';
 import { describeFailure } from '../probes';
 import { isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, stopProcess, tailLines, treeRssBytes, which } from '../processes';
-import { DEBEZIUM_PLUGIN_CLASSES, KAFKA, REGISTRY_DATABASE } from '../settings';
-import type { StepEvent } from '../start-up';
+import { DEBEZIUM_PLUGIN_CLASSES, KAFKA } from '../settings';
+import { waitReady as startUpWaitReady, type StepEvent } from '../start-up';
+import type { ServiceStatus } from '../services';
 import { ensureCerts, stackCertsAt, type StackCerts } from './certs';
 import { secureGet, securePgClient, withSecureAdmin } from './secure-clients';
 import {
@@ -24,16 +24,8 @@ import { SECURE_HOST, SECURE_PORTS, SECURE_POSTGRES } from './secure-settings';
 export type SecureServiceName = 'postgres' | 'kafka' | 'registry' | 'registry-proxy' | 'connect';
 export const SECURE_SERVICE_NAMES: readonly SecureServiceName[] = ['postgres', 'kafka', 'registry', 'registry-proxy', 'connect'];
 
-export interface SecureServiceStatus {
-  name: SecureServiceName;
-  ports: number[];
-  pid?: number;
-  running: boolean;
-  ready: boolean;
-  detail: string;
-  rssBytes: number;
-  logFile: string;
-}
+/** A row of `stack status --profile secure`: the plain stack's row, with the secure stack's names. */
+export type SecureServiceStatus = Omit<ServiceStatus, 'name'> & { name: SecureServiceName };
 
 /** The secure stack's state: a folder beside the plain stack's (`<state>-secure`), so both can run at once. */
 export function secureStackPaths(config: StackConfig): StackPaths {
@@ -107,19 +99,8 @@ function probe(certs: StackCerts, name: SecureServiceName): () => Promise<string
   }
 }
 
-async function waitReady(config: StackConfig, paths: StackPaths, certs: StackCerts, name: SecureServiceName, pid?: number): Promise<string> {
-  const deadline = Date.now() + config.readyTimeoutMs;
-  let last = 'no answer yet';
-  while (Date.now() < deadline) {
-    if (pid !== undefined && !isAlive(pid)) throw failure(paths, name, `exited during start-up (last probe: ${last})`);
-    try {
-      return await probe(certs, name)();
-    } catch (error) {
-      last = describeFailure(error);
-    }
-    await sleep(250);
-  }
-  throw failure(paths, name, `was not ready after ${config.readyTimeoutMs / 1000} s (last probe: ${last})`);
+function waitReady(config: StackConfig, paths: StackPaths, certs: StackCerts, name: SecureServiceName, pid?: number): Promise<string> {
+  return startUpWaitReady(config, `secure ${name}`, probe(certs, name), logFile(paths, name), pid);
 }
 
 function failure(paths: StackPaths, name: SecureServiceName, why: string): OutboxError {
@@ -169,16 +150,7 @@ async function upPostgres(config: StackConfig, paths: StackPaths, certs: StackCe
     pg.startPostgres(install, layout);
   }
   const fact = await waitReady(config, paths, certs, 'postgres', pg.postgresPid(layout));
-  const client = securePgClient(certs);
-  await client.connect();
-  try {
-    for (const name of [SECURE_POSTGRES.database, REGISTRY_DATABASE]) {
-      const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-      if (rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
-    }
-  } finally {
-    await client.end();
-  }
+  await pg.ensureAppDatabase(SECURE_PORTS.postgres, securePgClient(certs));
   return `${fact}${created ? ', new cluster' : ''} (port ${SECURE_PORTS.postgres})`;
 }
 
