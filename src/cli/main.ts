@@ -9,6 +9,7 @@ import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
 import { inboxPruneCommand } from './inbox-command';
 import { kafkaAclsCommand } from './acls-command';
+import { topicsGrowCommand } from './grow-command';
 import { outboxCommands } from './outbox-commands';
 import { relayCommand } from './relay-command';
 import { routerCommand } from './router-command';
@@ -43,6 +44,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(relayCommand());
   program.addCommand(statusCommand());
   program.addCommand(kafkaAclsCommand());
+  program.addCommand(topicsGrowCommand());
   program.addCommand(consoleCommand());
   program.addCommand(configCommand());
   program.addCommand(dev.demo());

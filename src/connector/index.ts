@@ -55,3 +55,4 @@ export {
   type RenderOptions,
   type StrimziOptions,
 } from './render';
+export { growTopics, type GrowOptions, type GrowReport } from './grow';

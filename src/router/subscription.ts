@@ -52,6 +52,18 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
   const { settings, logger } = rt;
   const topicPattern = selection.pattern;
   const missing = () => (selection.wanted ?? []).filter((t) => !rt.subscribed.has(t));
+  /**
+   * Each subscribed topic's partition count when its consumer started. kafkajs sees partitions added to a
+   * subscribed topic only when its metadata expires (metadataMaxAge, 5 min): until then nobody reads them
+   * (`outbox topics:grow` waits for the group before growing, but the new partitions' events would wait).
+   */
+  const partitionCounts = new Map<string, number>();
+  const countPartitions = async (topics: Iterable<string>): Promise<Map<string, number>> => {
+    const list = [...topics];
+    if (list.length === 0) return new Map();
+    const { topics: metadata } = await (rt.admin as Admin).fetchTopicMetadata({ topics: list });
+    return new Map(metadata.map((t) => [t.name, t.partitions.length]));
+  };
 
   /** Dead-letter topics are never among them (see assertNotDlqPattern). */
   async function matchingTopics(check: boolean): Promise<Set<string>> {
@@ -75,6 +87,8 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
       // Before the first record: a topic whose records live longer than the inbox window stops the prune.
       await guard.watch(topics);
       rt.subscribed = topics;
+      partitionCounts.clear();
+      for (const [topic, count] of await countPartitions(topics).catch(() => new Map<string, number>())) partitionCounts.set(topic, count);
       // An explicit list, not the pattern: kafkajs resolves a pattern once, at subscribe. New topics are
       // found by refreshTopics() and picked up by re-subscribing (a short rebalance, no restart).
       if (topics.size > 0) {
@@ -102,8 +116,10 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
 
   async function resubscribe(topics: Set<string>, by: string): Promise<void> {
     const added = [...topics].filter((t) => !rt.subscribed.has(t));
-    if (added.length === 0 || !rt.running()) return;
-    rt.events.emit('router.topics-changed', { added, topics: topics.size, by });
+    const counts = await countPartitions(rt.subscribed);
+    const grown = [...counts].filter(([topic, count]) => count > (partitionCounts.get(topic) ?? count)).map(([topic]) => topic);
+    if ((added.length === 0 && grown.length === 0) || !rt.running()) return;
+    rt.events.emit('router.topics-changed', { added, ...(grown.length ? { grown } : {}), topics: topics.size, by });
     const old = rt.consumer;
     rt.consumer = undefined;
     rt.consuming = false;
@@ -142,7 +158,11 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
       ? setInterval(() => void (missing().length > 0 && refreshTopics('missing-topic-check')), Math.min(MISSING_TOPIC_CHECK_MS, settings.topicRefreshMs))
       : setInterval(() => void refreshTopics(), settings.topicRefreshMs);
     timer.unref();
-    return [timer];
+    if (!selection.wanted) return [timer];
+    // The exact names' partition counts, on the slower period (the pattern's refresh above checks them).
+    const partitions = setInterval(() => void refreshTopics('partition-check'), settings.topicRefreshMs);
+    partitions.unref();
+    return [timer, partitions];
   }
 
   return { matchingTopics, startConsumer, refreshTopics, idle: async () => void (await refreshing), startRefreshing };

@@ -84,7 +84,7 @@ export type RouterEventName =
   | 'router.chunk-split'
   /** After each batch: records behind the partition's high watermark. */
   | 'router.lag'
-  /** New routed topics appeared; the consumer re-subscribed. */
+  /** New routed topics appeared, or partitions were added to a subscribed one (`grown`); the consumer re-subscribed. */
   | 'router.topics-changed'
   /** The consumer joined its group (kafkajs GROUP_JOIN) with `assignment`: a hook for per-assignment state. */
   | 'router.group-join'

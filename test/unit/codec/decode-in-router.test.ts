@@ -94,7 +94,8 @@ describe('a schema id the registry does not know, seen by the router (router.unk
 
   it('dead-letters a stray id after the wait while the registry still resolves the id it read before: the partition moves on', async () => {
     const registry = fakeRegistry(41);
-    const { codec, run, letters, applied, events } = route(registry, undefined, { unknownSchemaIdWaitMs: 5 });
+    // Long enough that the first failed lookup (on a loaded machine: several ms) ends before the limit, so the record waits once.
+    const { codec, run, letters, applied, events } = route(registry, undefined, { unknownSchemaIdWaitMs: 250 });
     const known = await registry.register(SUBJECT, codec.schemas.get('order', 'OrderCreated').text);
     expect(await run(known)).toBe('applied');
     registry.calls.length = 0;
