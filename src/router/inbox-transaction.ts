@@ -313,7 +313,9 @@ function inboxKey(id: string): string {
  * ids refuses them first). No new row: no handler runs, so no id is needed.
  */
 async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
-  const ids = items.map((i) => i.id);
+  // Keys, not ids as given: a UUID in upper case beside a text id takes the text path, where only this
+  // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
+  const ids = items.map((i) => inboxKey(i.id));
   const insert = (consumerSql: string, idsSql: string) =>
     `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
   let rows: Array<{ message_id: string; txid: string }>;
