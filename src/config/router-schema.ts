@@ -1,6 +1,51 @@
 import { z } from 'zod';
 import type { EnvSetting } from './env-setting';
 import { STACK_HOST, STACK_PORTS } from './local-stack';
+import { AVRO_CONTENT_TYPE, CONTENT_TYPES, JSON_CONTENT_TYPE, normalizeContentType } from '../codec/content-type';
+import { VALUE_FORMATS } from '../envelope/value-format';
+
+/** A Kafka header name: printable, no spaces (a typo with a space would silently never match). */
+const headerName = z.string().regex(/^[\x21-\x7e]{1,100}$/, 'a header name: 1-100 printable characters, no spaces');
+
+/**
+ * How the router reads a record's envelope (docs/adopting-debezium-outbox.md): the defaults are this
+ * project's connector template; a stock Debezium Outbox Event Router needs at most these.
+ */
+export const envelopeSchema = z
+  .object({
+    /** The header carrying the event id: the Event Router puts `table.field.event.id` in header `id`. */
+    idHeader: headerName.default('id'),
+    /** The header carrying the event type (`table.fields.additional.placement=type:header:eventType`). */
+    eventTypeHeader: headerName.default('eventType'),
+    /** Read the event type from this value field instead (`type:envelope:<field>` placement); the value is then `{ payload, <field> }`. */
+    eventTypeField: z.string().min(1).max(100).optional(),
+    /**
+     * The content type of a record without a `contentType` header (valueFormat `bytes`): application/json or
+     * application/vnd.apache.avro+binary. Unset: such a record is dead-lettered (RECORD_INVALID).
+     * The other value formats decide the encoding themselves and ignore it.
+     */
+    defaultContentType: z
+      .string()
+      .refine((v) => normalizeContentType(v) !== undefined, `one of ${CONTENT_TYPES.join(', ')}`)
+      .transform((v) => normalizeContentType(v) as typeof JSON_CONTENT_TYPE | typeof AVRO_CONTENT_TYPE)
+      .optional(),
+    /** The connector's value converter, as the router reads it (src/envelope/value-format.ts). */
+    valueFormat: z.enum(VALUE_FORMATS).default('bytes'),
+  })
+  .strict()
+  .superRefine((e, ctx) => {
+    if (e.eventTypeField !== undefined && (e.valueFormat === 'bytes' || e.valueFormat === 'string')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['eventTypeField'],
+        message: `needs a structured value (valueFormat json, json-with-schema or avro); with valueFormat ${e.valueFormat} the value is the payload alone: place the type in a header instead`,
+      });
+    }
+    if (e.eventTypeField === undefined && e.idHeader === e.eventTypeHeader) {
+      ctx.addIssue({ code: 'custom', path: ['eventTypeHeader'], message: `is the same header as idHeader (${e.idHeader}); the id and the event type are two headers` });
+    }
+  })
+  .prefault({});
 
 export const UNKNOWN_EVENT_TYPE_POLICIES = ['dead-letter', 'skip', 'block'] as const;
 export type UnknownEventTypePolicy = (typeof UNKNOWN_EVENT_TYPE_POLICIES)[number];
@@ -102,6 +147,8 @@ export const routerSettingsSchema = z
      * resolves nothing keeps the router waiting. 0: wait for ever.
      */
     unknownSchemaIdWaitMs: z.number().int().min(0).default(60_000),
+    /** Where the event id, type and content type are, and which converter wrote the value (adopting a Debezium outbox). */
+    envelope: envelopeSchema,
   })
   .strict();
 
@@ -152,4 +199,9 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_INBOX_PRUNE_BATCH_SIZE', path: ['router', 'inboxPruneBatchSize'] },
   { env: 'OUTBOX_ROUTER_PARKED_METRICS_INTERVAL_MS', path: ['router', 'parkedMetricsIntervalMs'] },
   { env: 'OUTBOX_ROUTER_UNKNOWN_SCHEMA_ID_WAIT_MS', path: ['router', 'unknownSchemaIdWaitMs'] },
+  { env: 'OUTBOX_ROUTER_ENVELOPE_DEFAULT_CONTENT_TYPE', path: ['router', 'envelope', 'defaultContentType'] },
+  { env: 'OUTBOX_ROUTER_ENVELOPE_VALUE_FORMAT', path: ['router', 'envelope', 'valueFormat'] },
+  { env: 'OUTBOX_ROUTER_ENVELOPE_ID_HEADER', path: ['router', 'envelope', 'idHeader'] },
+  { env: 'OUTBOX_ROUTER_ENVELOPE_EVENT_TYPE_HEADER', path: ['router', 'envelope', 'eventTypeHeader'] },
+  { env: 'OUTBOX_ROUTER_ENVELOPE_EVENT_TYPE_FIELD', path: ['router', 'envelope', 'eventTypeField'] },
 ];

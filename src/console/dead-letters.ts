@@ -1,6 +1,7 @@
 import type { IHeaders } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Codec } from '../codec';
+import { inboxIdType } from '../db';
 import { DLQ_HEADER, HEADER } from '../envelope';
 import type { CachedLetter } from './dlq-cache';
 import { hasRules, maskValue, MASKED, type MaskRules } from './mask';
@@ -116,15 +117,19 @@ export async function decodePayload(letter: CachedLetter, codec: Codec, rules: M
 
 /** The parked rows and inbox rows (tables schema-qualified) of these letters' events: which are still outstanding, which applied. */
 export async function letterStates(pool: Pool, tables: { inbox: string; parked: string }, letters: readonly CachedLetter[]): Promise<Map<CachedLetter, LetterState>> {
-  const ids = [...new Set(letters.map((l) => header(l, HEADER.id)?.toLowerCase()).filter((id): id is string => Boolean(id)))];
+  const raw = letters.map((l) => header(l, HEADER.id)).filter((id): id is string => Boolean(id));
+  const ids = [...new Set(raw.map((id) => id.toLowerCase()))];
   const parked = new Set<string>();
   const applied = new Set<string>();
   if (ids.length > 0) {
     const [p, a] = await Promise.all([
       pool.query<{ consumer: string; event_id: string }>(`SELECT consumer, lower(event_id) AS event_id FROM ${tables.parked} WHERE lower(event_id) = ANY($1::text[])`, [ids]),
-      pool.query<{ consumer: string; message_id: string }>(`SELECT consumer, message_id::text AS message_id FROM ${tables.inbox} WHERE message_id = ANY($1::uuid[])`, [
-        ids.filter((id) => UUID.test(id)),
-      ]),
+      // The array is typed by the column (uuid, or text after migration 013); a text id keeps its case there.
+      inboxIdType(pool, tables.inbox).then((type) =>
+        pool.query<{ consumer: string; message_id: string }>(`SELECT consumer, lower(message_id::text) AS message_id FROM ${tables.inbox} WHERE message_id = ANY($1)`, [
+          type === 'uuid' ? ids.filter((id) => UUID.test(id)) : [...new Set([...raw, ...ids])],
+        ]),
+      ),
     ]);
     for (const r of p.rows) parked.add(`${r.consumer}\u0000${r.event_id}`);
     for (const r of a.rows) applied.add(`${r.consumer}\u0000${r.message_id}`);

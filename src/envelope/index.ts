@@ -7,6 +7,9 @@
  */
 import type { IHeaders } from 'kafkajs';
 import { OutboxError } from '../errors';
+import { DEFAULT_ENVELOPE, type EnvelopeSettings } from './value-format';
+
+export { DEFAULT_ENVELOPE, VALUE_FORMATS, decodeValue, splitEnvelopePlacement, type EnvelopeSettings, type ValueCodec, type ValueFormat } from './value-format';
 
 /** Header names of every routed record. */
 export const HEADER = {
@@ -176,25 +179,62 @@ function firstTraceparent(headers: IHeaders | undefined): string | undefined {
   return values.find((v) => v !== '') || undefined;
 }
 
-/** Throws RECORD_INVALID (dead-letter at once: a redelivery carries the same headers) naming what is wrong. */
-export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders {
-  const id = envelopeHeader(headers, HEADER.id);
-  const eventType = envelopeHeader(headers, HEADER.eventType);
-  const contentType = envelopeHeader(headers, HEADER.contentType);
-  const missing = [id ? undefined : HEADER.id, eventType ? undefined : HEADER.eventType, contentType ? undefined : HEADER.contentType].filter(Boolean);
+/** The headers of one record as `router.envelope` reads them: no event type with `eventTypeField`, no content type unless `bytes` needs it. */
+export interface EnvelopeHeaders {
+  id: string;
+  eventType?: string;
+  contentType?: string;
+  traceparent?: string;
+  extra: Record<string, string>;
+}
+
+/** The longest event id the inbox takes: a key, not a document (the inbox's primary key holds it). */
+export const MAX_EVENT_ID_LENGTH = 200;
+
+/** Is this id a UUID (any case)? Such ids are lower-cased, so one event has one inbox key. */
+export function isUuid(id: string): boolean {
+  return UUID.test(id);
+}
+
+/**
+ * Throws RECORD_INVALID (dead-letter at once: a redelivery carries the same headers) naming what is wrong.
+ * An id is any text up to MAX_EVENT_ID_LENGTH characters (a bigint or text id of a Debezium outbox is
+ * kept exactly as written); a UUID is lower-cased.
+ */
+export function parseEnvelopeHeaders(headers: IHeaders | undefined, envelope: Readonly<EnvelopeSettings> = DEFAULT_ENVELOPE): EnvelopeHeaders {
+  const id = envelopeHeader(headers, envelope.idHeader);
+  const fromField = envelope.eventTypeField !== undefined;
+  const eventType = fromField ? undefined : envelopeHeader(headers, envelope.eventTypeHeader);
+  const contentType = envelopeHeader(headers, HEADER.contentType) || (envelope.valueFormat === 'bytes' ? envelope.defaultContentType : undefined);
+  const missing = [
+    id ? undefined : envelope.idHeader,
+    fromField || eventType ? undefined : envelope.eventTypeHeader,
+    contentType || envelope.valueFormat !== 'bytes' ? undefined : HEADER.contentType,
+  ].filter(Boolean);
   if (missing.length > 0) {
-    throw invalid(`The record lacks the header(s) ${missing.join(', ')}; the Event Router sets id, eventType and contentType on every record.`, { missing });
+    const fix =
+      missing.includes(HEADER.contentType) && missing.length === 1
+        ? ' A Debezium outbox without a contentType column: set router.envelope.defaultContentType (docs/adopting-debezium-outbox.md).'
+        : ` The router reads the id from header ${JSON.stringify(envelope.idHeader)} and the event type from ${fromField ? `value field ${JSON.stringify(envelope.eventTypeField)}` : `header ${JSON.stringify(envelope.eventTypeHeader)}`} (router.envelope).`;
+    throw invalid(`The record lacks the header(s) ${missing.join(', ')}; the Event Router sets id, eventType and contentType on every record.${fix}`, { missing });
   }
-  if (!UUID.test(id as string)) {
-    throw invalid(`The record's id header ${JSON.stringify(id)} is not a UUID; the inbox keys applied events by the outbox row's uuid id.`, { id });
+  if ((id as string).length > MAX_EVENT_ID_LENGTH) {
+    throw invalid(`The record's ${envelope.idHeader} header is ${(id as string).length} characters long (${JSON.stringify((id as string).slice(0, 60))}…); an event id is at most ${MAX_EVENT_ID_LENGTH}.`, {
+      idLength: (id as string).length,
+    });
   }
   return {
-    id: (id as string).toLowerCase(),
-    eventType: eventType as string,
-    contentType: contentType as string,
+    id: UUID.test(id as string) ? (id as string).toLowerCase() : (id as string),
+    ...(eventType === undefined ? {} : { eventType }),
+    ...(contentType === undefined ? {} : { contentType }),
     traceparent: firstTraceparent(headers),
     extra: parseExtraHeaders(envelopeHeader(headers, HEADER.headers)),
   };
+}
+
+/** This project's own records (the default envelope): id, eventType and contentType are all headers. */
+export function parseRecordHeaders(headers: IHeaders | undefined): RecordHeaders {
+  return parseEnvelopeHeaders(headers) as RecordHeaders;
 }
 
 /** The `headers` header: null/absent/empty → `{}`; anything but a JSON object of strings → RECORD_INVALID. */

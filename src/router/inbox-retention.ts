@@ -185,7 +185,7 @@ export async function checkInboxRetention(admin: Admin, topics: readonly string[
 export const pruneInboxSql = (inbox: string, parked: string): string =>
   `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id IN (` +
   `SELECT i.message_id FROM ${inbox} i WHERE i.consumer = $1 AND i.processed_at < now() - $2::float8 * interval '1 millisecond' ` +
-  `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND lower(p.event_id) = i.message_id::text) ` +
+  `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND i.message_id::text IN (p.event_id, lower(p.event_id))) ` +
   'ORDER BY i.processed_at LIMIT $3)';
 
 export interface PruneOptions {

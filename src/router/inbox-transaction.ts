@@ -1,5 +1,6 @@
 import { escapeLiteral, type Pool, type PoolClient, type QueryResult } from 'pg';
-import { pgCode } from '../db';
+import { inboxIdType, pgCode, uuidInboxRefuses } from '../db';
+import { isUuid } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
 import { CHECK_NOT_OURS, CHECK_PARKED, checkFailure, closingStatement, parkedNow, type ClosingGuard } from './closing-check';
 
@@ -114,7 +115,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
     insertTxid = txid;
     const applied: ReadonlySet<string> = new Set(fresh);
     uncommitted = applied;
-    const results: ApplyResult[] = items.map((item) => (fresh.delete(item.id.toLowerCase()) ? 'applied' : 'duplicate'));
+    const results: ApplyResult[] = items.map((item) => (fresh.delete(inboxKey(item.id)) ? 'applied' : 'duplicate'));
     const freshItems = items.filter((_, i) => results[i] === 'applied');
     for (const call of options.calls?.(freshItems) ?? []) {
       try {
@@ -200,7 +201,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
     if (!ours && uncommitted.size > 0 && insertTxid !== undefined) {
       const survived = await committedRows(broken ? pool : client, inboxTable, consumer, uncommitted, insertTxid).catch((): string[] => []);
       if (survived.length > 0) {
-        const rest = items.filter((i) => survived.includes(i.id.toLowerCase()));
+        const rest = items.filter((i) => survived.includes(inboxKey(i.id)));
         await endedTransaction(broken ? pool : client, inboxTable, consumer, endedEvents(pool), rest, rest, uncommitted);
       }
     }
@@ -263,11 +264,11 @@ async function endedTransaction(
   while (ended.size > ENDED_MEMORY) ended.delete(ended.values().next().value as string);
   // Every row this transaction wrote for the failed events and those after them goes, so the events
   // are applied again by a replay (after the fix, and after checking the culprit's partial effects).
-  const lost = [...new Set(rest.filter((i) => applied.has(i.id.toLowerCase())).map((i) => i.id.toLowerCase()))];
+  const lost = [...new Set(rest.filter((i) => applied.has(inboxKey(i.id))).map((i) => inboxKey(i.id)))];
   await client.query('ROLLBACK').catch(() => {});
   if (lost.length > 0) {
     try {
-      await client.query(`DELETE FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [consumer, lost]);
+      await client.query(`DELETE FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2)`, [consumer, lost]);
     } catch {
       // Cannot give them back: fail them too rather than let their retries count as duplicates.
       for (const id of lost) ended.add(endedKey(consumer, id));
@@ -285,10 +286,10 @@ async function endedTransaction(
  */
 async function committedRows(db: Pick<Pool, 'query'>, inboxTable: string, consumer: string, ids: ReadonlySet<string>, txid: string): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
-    `SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2::uuid[]) AND xmin::text::bigint = $3::bigint % 4294967296`,
+    `SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND message_id = ANY($2) AND xmin::text::bigint = $3::bigint % 4294967296`,
     [consumer, [...ids], txid],
   );
-  return rows.map((r) => r.id.toLowerCase());
+  return rows.map((r) => inboxKey(r.id));
 }
 
 async function terminate(pool: Pool, client: PoolClient): Promise<void> {
@@ -296,27 +297,38 @@ async function terminate(pool: Pool, client: PoolClient): Promise<void> {
   if (pid) await pool.query('SELECT pg_terminate_backend($1)', [pid]).catch(() => {});
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * An event's inbox key as the inbox returns it: a UUID in lower case (the uuid column's text form), any
+ * other id exactly as given (a text id's case is part of it).
+ */
+function inboxKey(id: string): string {
+  return isUuid(id) ? id.toLowerCase() : id;
+}
 
 /**
  * BEGIN, then the new inbox rows and the transaction id that wrote them (RETURNING: no extra round
  * trip). Both go in ONE simple query, which takes no parameters: the ids are inlined only when every
- * one is a UUID (the record headers are checked to be), the consumer as an escaped literal; otherwise
- * two round trips with parameters. No new row: no handler runs, so no id is needed.
+ * one is a UUID (as this project's events are; into a text column too), the consumer as an escaped
+ * literal; otherwise two round trips with parameters, as text (migration 013: an inbox still on uuid
+ * ids refuses them first). No new row: no handler runs, so no id is needed.
  */
 async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
-  const ids = items.map((i) => i.id);
+  // Keys, not ids as given: a UUID in upper case beside a text id takes the text path, where only this
+  // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
+  const ids = items.map((i) => inboxKey(i.id));
   const insert = (consumerSql: string, idsSql: string) =>
-    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}::uuid[]) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
   let rows: Array<{ message_id: string; txid: string }>;
-  if (ids.every((id) => UUID.test(id))) {
-    const results = (await client.query(`BEGIN; ${insert(escapeLiteral(consumer), `'{${ids.join(',')}}'`)}`)) as unknown as Array<QueryResult<{ message_id: string; txid: string }>>;
+  if (ids.every(isUuid)) {
+    const results = (await client.query(`BEGIN; ${insert(escapeLiteral(consumer), `'{${ids.join(',')}}'::uuid[]`)}`)) as unknown as Array<QueryResult<{ message_id: string; txid: string }>>;
     rows = (results[1] as QueryResult<{ message_id: string; txid: string }>).rows;
   } else {
+    const other = ids.find((id) => !isUuid(id)) as string;
+    if ((await inboxIdType(client, inboxTable)) === 'uuid') throw uuidInboxRefuses(other, inboxTable);
     await client.query('BEGIN');
-    rows = (await client.query<{ message_id: string; txid: string }>(insert('$1', '$2'), [consumer, ids])).rows;
+    rows = (await client.query<{ message_id: string; txid: string }>(insert('$1', '$2::text[]'), [consumer, ids])).rows;
   }
-  return { fresh: new Set(rows.map((r) => r.message_id.toLowerCase())), txid: rows[0]?.txid };
+  return { fresh: new Set(rows.map((r) => inboxKey(r.message_id))), txid: rows[0]?.txid };
 }
 
 /**

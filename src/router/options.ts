@@ -5,6 +5,7 @@ import type { EventMapShape, ReaderSchemas } from '../codec';
 import { isLocalStackDatabase, parse, type OutboxConfig } from '../config';
 import { ROUTER_SETTING_KEYS, routerSettingsSchema, UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../config/router-schema';
 import { OutboxError } from '../errors';
+import type { EnvelopeSettings } from '../envelope';
 import type { Logger } from '../log';
 import type { BackoffSettings } from '../retry';
 import type { PayloadSchemas, RouterCodec } from './record-context';
@@ -97,6 +98,8 @@ export interface ResolvedSettings {
   inboxPruneBatchSize: number;
   parkedMetricsIntervalMs: number;
   unknownSchemaIdWaitMs: number;
+  /** `router.envelope`: where the id, type and content type are, and the value's converter. */
+  envelope: Readonly<EnvelopeSettings>;
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */

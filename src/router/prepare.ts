@@ -2,7 +2,8 @@ import type { KafkaMessage } from 'kafkajs';
 import type { ZodType } from 'zod';
 import { isOutboxError, OutboxError } from '../errors';
 import { parse } from '../config/parse';
-import { DLQ_HEADER, HEADER, headerText, parseRecordHeaders, SCHEMA_VERSION_HEADER, type RecordHeaders } from '../envelope';
+import { inboxIdType, uuidInboxRefuses } from '../db';
+import { decodeValue, DEFAULT_ENVELOPE, DLQ_HEADER, headerText, isUuid, parseEnvelopeHeaders, SCHEMA_VERSION_HEADER, type EnvelopeHeaders } from '../envelope';
 import { messageOf, REPLAY_HEADER, type PayloadSchema, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Prepared, type RouterDeps, type Where } from './record-context';
 import type { RoutedEvent } from './types';
 
@@ -18,33 +19,43 @@ export async function prepareRecord(topic: string, partition: number, message: K
   const replayFor = replayedForOther(message, deps);
   if (replayFor) return replayFor(where);
 
-  let headers: RecordHeaders;
+  const envelope = deps.envelope ?? DEFAULT_ENVELOPE;
+  let headers: EnvelopeHeaders;
   try {
-    headers = parseRecordHeaders(message.headers);
+    headers = parseEnvelopeHeaders(message.headers, envelope);
     if (message.value === null || message.value === undefined) {
       throw new OutboxError('RECORD_INVALID', 'The record has no value (a tombstone?); routed outbox records always carry the payload.', {});
     }
   } catch (error) {
     return deadLetter(failureOf(error));
   }
-  const handler = deps.handlers[aggregateType]?.[headers.eventType];
+  // A bigint or text id (a Debezium outbox's) needs the inbox of migration 013: asked once, only for such ids.
+  if (!isUuid(headers.id) && (await inboxIdType(deps.pool, deps.inboxTable)) === 'uuid') return deadLetter(failureOf(uuidInboxRefuses(headers.id, deps.inboxTable)), headers.id);
+  // The event type in a value field (Debezium's envelope placement): known only once the value is decoded.
+  let decoded: Decoded | undefined;
+  if (headers.eventType === undefined) {
+    decoded = await decodeWaiting(where, headers, deps, scope);
+    if (decoded.kind !== 'decoded') return decoded.kind === 'aborted' ? decoded : deadLetter(decoded.failure, headers.id);
+  }
+  const eventType = (headers.eventType ?? (decoded as { eventType?: string }).eventType) as string;
+  const handler = deps.handlers[aggregateType]?.[eventType];
   if (!handler) {
     const known = Object.keys(deps.handlers[aggregateType] ?? {});
-    const reason = `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(headers.eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`;
+    const reason = `No handler for aggregate type ${JSON.stringify(aggregateType)}, event type ${JSON.stringify(eventType)}; handled here: ${known.length ? known.join(', ') : '(none for this aggregate type)'}.`;
     const policy = deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType ?? 'dead-letter';
     if (policy === 'skip') return { ...where, kind: 'skip', reason };
     if (policy === 'block') return { ...where, kind: 'block', reason, eventId: headers.id };
     return deadLetter({ code: 'HANDLER_NOT_FOUND', message: reason, attempts: 1 }, headers.id);
   }
 
-  const decoded = await decodeWaiting(where, headers, deps, scope);
+  decoded ??= await decodeWaiting(where, { ...headers, eventType }, deps, scope);
   if (decoded.kind !== 'decoded') return decoded.kind === 'aborted' ? decoded : deadLetter(decoded.failure, headers.id);
   let payload = decoded.payload;
 
-  const declared = deps.payloadSchemas?.[aggregateType]?.[headers.eventType];
+  const declared = deps.payloadSchemas?.[aggregateType]?.[eventType];
   if (declared) {
     try {
-      const { schema, label } = payloadSchemaFor(declared, headers.extra, `${aggregateType}.${headers.eventType}`);
+      const { schema, label } = payloadSchemaFor(declared, headers.extra, `${aggregateType}.${eventType}`);
       // Values hidden: the message goes into the dead letter's headers, and payloads are business data.
       payload = parse(schema, payload, { heading: `The ${label} payload fails its schema`, code: 'PAYLOAD_INVALID', root: '(payload)', hideValues: true, maxProblems: 10 });
     } catch (error) {
@@ -56,7 +67,7 @@ export async function prepareRecord(topic: string, partition: number, message: K
     id: headers.id,
     aggregateType,
     aggregateId: where.key,
-    type: headers.eventType,
+    type: eventType,
     payload,
     headers: headers.extra,
     traceparent: headers.traceparent,
@@ -72,7 +83,9 @@ export async function prepareRecord(topic: string, partition: number, message: K
  * stray record (written against another registry, or a corrupt header), not an outage; after
  * unknownSchemaIdWaitMs it is dead-lettered so the partition moves on.
  */
-async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterDeps, scope: BatchScope): Promise<{ kind: 'decoded'; payload: unknown } | { kind: 'failed'; failure: Failure } | { kind: 'aborted' }> {
+type Decoded = { kind: 'decoded'; payload: unknown; eventType?: string } | { kind: 'failed'; failure: Failure } | { kind: 'aborted' };
+
+async function decodeWaiting(where: Where, headers: EnvelopeHeaders, deps: RouterDeps, scope: BatchScope): Promise<Decoded> {
   const started = Date.now();
   let code: string | undefined;
   const ended = (outcome: 'decoded' | 'dead-lettered' | 'aborted') => {
@@ -90,22 +103,24 @@ async function decodeWaiting(where: Where, headers: RecordHeaders, deps: RouterD
 
 async function decodeLoop(
   where: Where,
-  headers: RecordHeaders,
+  headers: EnvelopeHeaders,
   deps: RouterDeps,
   scope: BatchScope,
   started: number,
   ended: (outcome: 'decoded' | 'dead-lettered' | 'aborted') => void,
   setCode: (code: string) => void,
-): Promise<{ kind: 'decoded'; payload: unknown } | { kind: 'failed'; failure: Failure } | { kind: 'aborted' }> {
+): Promise<Decoded> {
   let code: string | undefined;
   for (let wait = 1; ; wait++) {
     let error: unknown;
     try {
       // The consumer's reader schema when the codec has one (Avro schema resolution), else the writer's.
-      const payload = await deps.codec.decode(where.message.value as Buffer, headers.contentType, { reader: { aggregateType: where.aggregateType, eventType: headers.eventType } });
+      // The consumer's reader schema only when the type is known first (from a header).
+      const reader = headers.eventType === undefined ? undefined : { aggregateType: where.aggregateType, eventType: headers.eventType };
+      const value = await decodeValue(where.message.value as Buffer, deps.envelope ?? DEFAULT_ENVELOPE, headers.contentType, deps.codec, reader);
       if (code === 'SCHEMA_ID_UNKNOWN') forgetUnknownId(where, deps);
       ended('decoded');
-      return { kind: 'decoded', payload };
+      return { kind: 'decoded', ...value };
     } catch (caught) {
       error = caught;
     }
@@ -175,7 +190,7 @@ function replayedForOther(message: KafkaMessage, deps: RouterDeps): ((where: Whe
   const target = headerText(message.headers, DLQ_HEADER.replayConsumer);
   if (target === undefined || target === deps.consumer) return undefined;
   return (where) => {
-    deps.emit('router.replay-skipped', { ...whereOf(where), id: headerText(message.headers, HEADER.id), for: target });
+    deps.emit('router.replay-skipped', { ...whereOf(where), id: headerText(message.headers, (deps.envelope ?? DEFAULT_ENVELOPE).idHeader), for: target });
     return { ...where, kind: 'skip', reason: `a replay for consumer ${JSON.stringify(target)}, not this one (${JSON.stringify(deps.consumer)})` };
   };
 }
@@ -184,7 +199,10 @@ function replayedForOther(message: KafkaMessage, deps: RouterDeps): ((where: Whe
 export function blocksLane(topic: string, message: KafkaMessage, deps: RouterDeps): boolean {
   const aggregateType = deps.aggregateTypeOf(topic);
   if ((deps.unknownEventTypes?.[aggregateType] ?? deps.unknownEventType) !== 'block') return false;
-  const eventType = headerText(message.headers, HEADER.eventType);
+  const envelope = deps.envelope ?? DEFAULT_ENVELOPE;
+  // A type in a value field is known only after decoding: prepareRecord blocks such a record itself.
+  if (envelope.eventTypeField !== undefined) return false;
+  const eventType = headerText(message.headers, envelope.eventTypeHeader);
   return eventType === undefined || deps.handlers[aggregateType]?.[eventType] === undefined;
 }
 

@@ -6,7 +6,7 @@ import { isOutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
 import type { UnknownEventTypePolicy } from './options';
 import type { ParkedKeys } from './parked';
-import { DLQ_HEADER, HEADER, headerText } from '../envelope';
+import { DEFAULT_ENVELOPE, DLQ_HEADER, headerText, type EnvelopeSettings } from '../envelope';
 import type { EventTypeHandler, Handlers, RoutedEvent, RouterEventName, RouterStats } from './types';
 
 /**
@@ -63,6 +63,8 @@ export interface RouterDeps {
   unknownSchemaIdWaitMs?: number;
   /** Schema id → when this router first found it unknown: the wait is counted per id, not per record. */
   unknownSchemaIds?: Map<number, number>;
+  /** `router.envelope`; absent: this project's own records (DEFAULT_ENVELOPE). */
+  envelope?: Readonly<EnvelopeSettings>;
 }
 
 /** What belongs to one partition batch. */
@@ -146,7 +148,7 @@ export function count(where: Where, result: 'applied' | 'duplicate', attempts: n
   const { message } = where;
   deps.emit(result === 'duplicate' ? 'router.duplicate' : 'router.applied', {
     ...whereOf(where),
-    id: headerText(message.headers, HEADER.id),
+    id: headerText(message.headers, (deps.envelope ?? DEFAULT_ENVELOPE).idHeader),
     attempts,
     transactionMs,
     // Set by Connect's producer just after Debezium read the commit: the start of commit → handled.

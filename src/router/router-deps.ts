@@ -34,5 +34,6 @@ export function routerDeps(rt: RouterRuntime, db: Pool, codec: RouterDeps['codec
     payloadSchemas: options.payloadSchemas,
     unknownSchemaIdWaitMs: settings.unknownSchemaIdWaitMs,
     unknownSchemaIds: new Map(),
+    envelope: settings.envelope,
   };
 }

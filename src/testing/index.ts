@@ -107,7 +107,7 @@ export function createHandlerHarness<M extends EventMapShape = EventMapShape>(op
     deliverAll,
     async applied(ids) {
       const { rows } = await options.pool.query<{ id: string }>(
-        `SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND ($2::uuid[] IS NULL OR message_id = ANY($2::uuid[])) ORDER BY processed_at, message_id`,
+        `SELECT message_id::text AS id FROM ${inboxTable} WHERE consumer = $1 AND ($2::text[] IS NULL OR message_id::text = ANY($2::text[])) ORDER BY processed_at, message_id`,
         [consumer, ids ? [...ids] : null],
       );
       return rows.map((r) => r.id);

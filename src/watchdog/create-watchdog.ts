@@ -103,7 +103,15 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     ),
   };
   const connect = wd.watchConnector ? createConnectClient(config.connect) : undefined;
-  const connectorOffset = connect && (async () => offsetForServer(await connect.offsets(config.connector.name), config.connector.topicPrefix));
+  // Read when the connector's slot is missing. Connect keys the stored offset by the connector's own
+  // topic.prefix, which a connector deployed by other means (a team's existing Debezium outbox) need not
+  // share with connector.topicPrefix: its stored config says which (as connector:delete reads it).
+  const connectorOffset =
+    connect &&
+    (async () => {
+      const [stored, offsets] = await Promise.all([connect.getConfig(config.connector.name), connect.offsets(config.connector.name)]);
+      return offsetForServer(offsets, stored?.['topic.prefix'] ?? config.connector.topicPrefix);
+    });
   const deliverer = createDeliverer({
     receivers: options.deliver === false ? [] : createReceivers(wd),
     settings: wd.delivery,

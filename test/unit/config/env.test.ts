@@ -43,6 +43,7 @@ const SAMPLES: Record<string, string> = {
   'acls.relayPrincipal': 'User:v_relay',
   'acls.statusPrincipal': 'User:v_status',
   'acls.consolePrincipal': 'User:v_console',
+  'router.envelope.defaultContentType': 'application/json',
 };
 
 /** A valid value for the setting that differs from its default, as the variable's text, and the value it must give. */

