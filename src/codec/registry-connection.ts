@@ -120,17 +120,17 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
         response = await http.request({ method, url: path, data: body === undefined ? undefined : JSON.stringify(body) });
       } catch (error) {
         const code = (error as { code?: string }).code;
-        throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, scrubHttpError(error));
+        throw registryUnavailable(url, what, `${code ?? 'network error'}: ${(error as Error).message}`, scrubHttpError(error), auth?.username);
       }
       if (response.status >= 500 || response.status === 429 || response.status === 401 || response.status === 403) {
-        throw fromRegistryStatus(url, what, request, response.status, response.data);
+        throw fromRegistryStatus(url, what, request, response.status, response.data, undefined, auth?.username);
       }
       return { status: response.status, data: response.data as unknown };
     });
   }
 
   const unexpected = (what: string, path: string, method: string, r: { status: number; data: unknown }) =>
-    fromRegistryStatus(url, what, `${method} ${path}`, r.status, r.data);
+    fromRegistryStatus(url, what, `${method} ${path}`, r.status, r.data, undefined, auth?.username);
   const subjectPath = (subject: string) => `/subjects/${encodeURIComponent(subject)}`;
   const cachedWriterType = createWriterTypeCache(fetchWriterType, { notFoundCacheMs: options.notFoundCacheMs });
   const writerType = (id: number, o?: { fresh?: boolean }) => (o?.fresh ? fetchWriterType(id) : cachedWriterType(id));
@@ -199,7 +199,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
               { cause: error, details: { subject, level } },
             );
           }
-          throw fromClientError(url, what, `POST ${subjectPath(subject)}/versions`, error);
+          throw fromClientError(url, what, `POST ${subjectPath(subject)}/versions`, error, auth?.username);
         }
       });
     },
@@ -221,7 +221,7 @@ export function createRegistryConnection(settings: RegistrySettings, options: Re
     const path = `/schemas/ids/${id}`;
     const r = await call('get', path, what);
     if (r.status === 404 && errorCode(r.data) === 40403) return undefined;
-    if (r.status !== 200) throw writerSchemaFailure(url, id, r.status, r.data);
+    if (r.status !== 200) throw writerSchemaFailure(url, id, r.status, r.data, auth?.username);
     const body = r.data as { schema?: unknown; schemaType?: unknown };
     if (body.schemaType !== undefined && body.schemaType !== 'AVRO') {
       throw new OutboxError('DECODE_FAILED', `Schema id ${id} in ${url} is a ${String(body.schemaType)} schema, not Avro.`, { details: { schemaId: id } });

@@ -1,4 +1,5 @@
 import { OutboxError } from '../errors';
+import { credentialFailure } from '../errors/credentials';
 
 /**
  * Turns registry failures into the codec's error codes. Outages, rate limits (429) and refused
@@ -10,7 +11,9 @@ import { OutboxError } from '../errors';
 
 const NETWORK_FAILURE = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE|socket hang up|timeout/i;
 
-export function registryUnavailable(url: string, what: string, reason: string, cause?: unknown): OutboxError {
+export function registryUnavailable(url: string, what: string, reason: string, cause?: unknown, username?: string): OutboxError {
+  const refused = cause === undefined ? undefined : credentialFailure(cause, { hop: 'registry', target: url, ...(username ? { principal: username } : {}) }, what);
+  if (refused) return refused;
   return new OutboxError(
     'REGISTRY_UNAVAILABLE',
     `The schema registry at ${url} is unavailable while ${what}: ${reason}. Check that it runs (\`outbox stack status\`) and that ` +
@@ -20,19 +23,16 @@ export function registryUnavailable(url: string, what: string, reason: string, c
 }
 
 /** An HTTP answer the caller did not expect. `body` is the registry's JSON error, if any. */
-export function fromRegistryStatus(url: string, what: string, request: string, status: number, body: unknown, cause?: unknown): OutboxError {
+export function fromRegistryStatus(url: string, what: string, request: string, status: number, body: unknown, cause?: unknown, username?: string): OutboxError {
   const message = errorMessage(body);
   if (status >= 500 || status === 429) {
     return registryUnavailable(url, what, `HTTP ${status}${status === 429 ? ' (rate limited)' : ''}${message ? ` (${message})` : ''}`, cause);
   }
   if (status === 401 || status === 403) {
-    return new OutboxError(
-      'REGISTRY_ACCESS_DENIED',
-      `The schema registry at ${url} refused the credentials while ${what} (HTTP ${status}). Set OUTBOX_REGISTRY_USERNAME and ` +
-        'OUTBOX_REGISTRY_PASSWORD (or registry.username / registry.password in the config file), or grant that user read access ' +
-        'on the registry; the call is safe to retry.',
-      { retriable: true, cause, details: { url, status } },
-    );
+    // 401: the credentials are wrong (REGISTRY_AUTH_FAILED); 403: the user lacks the right (REGISTRY_ACCESS_DENIED).
+    // Retriable: a registry problem, never the record's, so the router waits for the fix.
+    const refused = credentialFailure({ status }, { hop: 'registry', target: url, ...(username ? { principal: username } : {}) }, what) as OutboxError;
+    return new OutboxError(refused.code, refused.message, { retriable: true, cause, details: { ...refused.details, url, status } });
   }
   // The Confluent API answers 404 with an error_code (40401 subject, 40402 version, 40403 schema);
   // a 404 without one comes from a server that is not that API: almost always a wrong base path.
@@ -56,8 +56,8 @@ export function fromRegistryStatus(url: string, what: string, request: string, s
  * Always retriable, even a wrong base path or a rejected request: it is a registry problem, not the
  * record's, so the router waits for the fix instead of dead-lettering every Avro record.
  */
-export function writerSchemaFailure(url: string, id: number, status: number, body: unknown): OutboxError {
-  const error = fromRegistryStatus(url, `fetching schema id ${id}`, `GET /schemas/ids/${id}`, status, body);
+export function writerSchemaFailure(url: string, id: number, status: number, body: unknown, username?: string): OutboxError {
+  const error = fromRegistryStatus(url, `fetching schema id ${id}`, `GET /schemas/ids/${id}`, status, body, undefined, username);
   return error.retriable ? error : new OutboxError(error.code, error.message, { retriable: true, details: { ...error.details } });
 }
 
@@ -65,14 +65,14 @@ export function writerSchemaFailure(url: string, id: number, status: number, bod
  * @kafkajs/confluent-schema-registry reports a connection failure as a ResponseError with *status 400*
  * and the socket error in the message (mappersmith's convention), so that case is recognised by text.
  */
-export function fromClientError(url: string, what: string, request: string, error: unknown): OutboxError {
+export function fromClientError(url: string, what: string, request: string, error: unknown, username?: string): OutboxError {
   const status = (error as { status?: unknown })?.status;
   const text = (error as Error)?.message ?? String(error);
   if (typeof status !== 'number') {
     return new OutboxError('REGISTRY_REQUEST_FAILED', `The schema registry client failed while ${what}: ${text}.`, { cause: error, details: { url } });
   }
-  if (status === 400 && NETWORK_FAILURE.test(text)) return registryUnavailable(url, what, text.replace(/^.* - /, ''), error);
-  return fromRegistryStatus(url, what, request, status, { message: text.replace(/^.* - /, '') }, error);
+  if (status === 400 && NETWORK_FAILURE.test(text)) return registryUnavailable(url, what, text.replace(/^.* - /, ''), error, username);
+  return fromRegistryStatus(url, what, request, status, { message: text.replace(/^.* - /, '') }, error, username);
 }
 
 export function errorCode(body: unknown): number | undefined {

@@ -52,6 +52,12 @@ const EXPLICIT_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_KAFKA_SASL_MECHANISM', path: ['kafka', 'sasl', 'mechanism'] },
   { env: 'OUTBOX_KAFKA_SASL_USERNAME', path: ['kafka', 'sasl', 'username'] },
   { env: 'OUTBOX_KAFKA_SASL_PASSWORD', path: ['kafka', 'sasl', 'password'] },
+  { env: 'OUTBOX_KAFKA_SASL_OAUTHBEARER_TOKEN', path: ['kafka', 'sasl', 'oauthbearer', 'token'] },
+  { env: 'OUTBOX_KAFKA_SASL_OAUTHBEARER_TOKEN_URL', path: ['kafka', 'sasl', 'oauthbearer', 'tokenUrl'] },
+  { env: 'OUTBOX_KAFKA_SASL_OAUTHBEARER_CLIENT_ID', path: ['kafka', 'sasl', 'oauthbearer', 'clientId'] },
+  { env: 'OUTBOX_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET', path: ['kafka', 'sasl', 'oauthbearer', 'clientSecret'] },
+  { env: 'OUTBOX_KAFKA_SASL_OAUTHBEARER_SCOPE', path: ['kafka', 'sasl', 'oauthbearer', 'scope'] },
+  { env: 'OUTBOX_KAFKA_SASL_AWS_REGION', path: ['kafka', 'sasl', 'aws', 'region'] },
   { env: 'OUTBOX_REGISTRY_URL', path: ['registry', 'url'] },
   { env: 'OUTBOX_REGISTRY_USERNAME', path: ['registry', 'username'] },
   { env: 'OUTBOX_REGISTRY_PASSWORD', path: ['registry', 'password'] },
@@ -112,6 +118,9 @@ export function settingLeaves(schema: z.ZodType = outboxConfigSchema, prefix: st
       return [{ path: prefix, type: 'json' }];
     case 'string':
       return [{ path: prefix, type: 'string' }];
+    case 'custom':
+      // A function given in code (kafka.sasl.oauthbearer.provider): no file or environment form.
+      return [];
     default:
       throw new Error(`${prefix.join('.')}: a ${def.type} setting has no environment form (src/config/env.ts)`);
   }

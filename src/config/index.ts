@@ -1,5 +1,5 @@
 export { loadConfig, loadConfigWithSources, redactConfig, readPemFile, ENV_SETTINGS, type ConfigSource, type LoadConfigOptions, type LoadedConfig } from './load';
-export { databaseSslMode, DATABASE_SSL_MODES, outboxConfigSchema, ROLE_KINDS, type DatabaseSslMode, type OutboxConfig, type OutboxOptions, type RoleKind } from './schema';
+export { databaseSslMode, DATABASE_SSL_MODES, outboxConfigSchema, ROLE_KINDS, SASL_MECHANISMS, type DatabaseSslMode, type OAuthBearerProvider, type OutboxConfig, type OutboxOptions, type RoleKind, type SaslMechanism } from './schema';
 export { isLocalStackDatabase } from './local-stack';
 export { parse, type ParseSource } from './parse';
 export type { EnvSetting, EnvValueType } from './env-setting';

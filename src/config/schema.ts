@@ -145,19 +145,78 @@ export const kafkaSslSchema = z
   .strict()
   .refine((s) => Boolean(s.certFile) === Boolean(s.keyFile), { message: 'certFile and keyFile go together (mutual TLS needs both)', path: ['keyFile'] });
 
-export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer', 'aws-msk-iam'] as const;
+export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
 
-/** SASL authentication to the brokers; set mechanism, username and password together. */
+/** What kafkajs's OAUTHBEARER mechanism asks for each time it authenticates: a token (a JWT, usually). */
+export type OAuthBearerProvider = () => Promise<{ value: string }>;
+
+/**
+ * Where an OAUTHBEARER token comes from, one of three: `token`, a fixed token (tests, Kafka's unsecured
+ * JWS validator); `tokenUrl` with `clientId` and `clientSecret`, an OIDC client-credentials grant whose
+ * token is cached until shortly before it expires; `provider`, a function given in code (library use only).
+ */
+export const kafkaOAuthBearerSchema = z
+  .object({
+    token: secret,
+    /** The identity provider's token endpoint (not a secret: it is shown by `outbox config`). */
+    tokenUrl: z.string().url().optional(),
+    clientId: z.string().min(1).optional(),
+    clientSecret: secret,
+    /** Space-separated scopes sent with the grant, if the provider wants them. */
+    scope: z.string().min(1).optional(),
+    /** Code only: a function returning `{ value: token }`, called by kafkajs whenever it authenticates. */
+    provider: z.custom<OAuthBearerProvider>((v) => typeof v === 'function', 'a function returning Promise<{ value: string }>').optional(),
+  })
+  .strict();
+
+export const kafkaAwsSchema = z
+  .object({
+    /** The MSK cluster's AWS region, for aws-msk-iam (credentials come from the AWS SDK's default chain). */
+    region: z.string().min(1).optional(),
+  })
+  .strict();
+
+type SaslInput = { mechanism?: SaslMechanism | undefined; username?: string | undefined; password?: string | undefined; oauthbearer: z.output<typeof kafkaOAuthBearerSchema>; aws: z.output<typeof kafkaAwsSchema> };
+
+/**
+ * The chosen mechanism has the settings it needs (another mechanism's settings may stay set, unused:
+ * switching mechanisms is then one variable). OAUTHBEARER takes exactly one token source.
+ */
+function saslSettingsMatch(s: SaslInput, ctx: z.RefinementCtx): void {
+  const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  const o = s.oauthbearer;
+  if (s.mechanism === 'plain' || s.mechanism === 'scram-sha-256' || s.mechanism === 'scram-sha-512') {
+    if (s.username === undefined || s.password === undefined) issue([], `mechanism ${s.mechanism} needs username and password (OUTBOX_KAFKA_SASL_USERNAME, OUTBOX_KAFKA_SASL_PASSWORD)`);
+  } else if (s.mechanism === 'oauthbearer') {
+    const sources = [o.token !== undefined, o.tokenUrl !== undefined, o.provider !== undefined].filter(Boolean).length;
+    if (sources !== 1) issue(['oauthbearer'], 'mechanism oauthbearer takes exactly one of token (OUTBOX_KAFKA_SASL_OAUTHBEARER_TOKEN), tokenUrl with clientId and clientSecret, or provider (in code)');
+    if (o.tokenUrl !== undefined && (o.clientId === undefined || o.clientSecret === undefined)) {
+      issue(['oauthbearer'], 'tokenUrl needs clientId and clientSecret (OUTBOX_KAFKA_SASL_OAUTHBEARER_CLIENT_ID, OUTBOX_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET)');
+    }
+  } else if (s.mechanism === 'aws-msk-iam' && s.aws.region === undefined) {
+    issue(['aws', 'region'], "mechanism aws-msk-iam needs the cluster's region (OUTBOX_KAFKA_SASL_AWS_REGION, e.g. eu-west-1)");
+  } else if (s.mechanism === undefined && (s.username !== undefined || s.password !== undefined)) {
+    // The one case kept from before: credentials without a mechanism would silently go unused.
+    issue([], 'username and password need a mechanism (OUTBOX_KAFKA_SASL_MECHANISM: plain, scram-sha-256 or scram-sha-512)');
+  }
+}
+
+/**
+ * SASL authentication to the brokers: PLAIN and SCRAM with username and password; OAUTHBEARER with a
+ * token, a client-credentials grant or a provider function; aws-msk-iam (OAUTHBEARER with a token from
+ * AWS's signer, an optional package). docs/configuration.md, "Kafka authentication".
+ */
 export const kafkaSaslSchema = z
   .object({
     mechanism: z.enum(SASL_MECHANISMS).optional(),
     username: z.string().min(1).optional(),
     password: secret,
+    oauthbearer: kafkaOAuthBearerSchema.prefault({}),
+    aws: kafkaAwsSchema.prefault({}),
   })
   .strict()
-  .refine((s) => (s.mechanism === undefined) === (s.username === undefined) && (s.mechanism === undefined) === (s.password === undefined), {
-    message: `mechanism (${SASL_MECHANISMS.join(', ')}), username and password are set together, or not at all`,
-  });
+  .superRefine(saslSettingsMatch);
 
 export const kafkaSchema = z
   .object({

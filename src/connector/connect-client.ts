@@ -3,6 +3,7 @@ import axios, { type CreateAxiosDefaults } from 'axios';
 import { readPemFile, type OutboxConfig } from '../config';
 import { withoutUrlCredentials } from '../config/schema';
 import { OutboxError, isOutboxError } from '../errors';
+import { credentialFailure, type HopTarget } from '../errors/credentials';
 import { scrubHttpError } from '../log/redact';
 import { retry, type RetryOptions } from '../retry';
 
@@ -110,6 +111,11 @@ export function axiosHttp(settings: ConnectSettings): HttpFn {
   };
 }
 
+/** The Connect hop as credential errors name it: the URLs (no credentials) and the user. */
+function connectTarget(settings: ConnectSettings): HopTarget {
+  return { hop: 'connect', target: connectUrls(settings).join(', '), ...(settings.username ? { principal: settings.username } : {}) };
+}
+
 const TIMEOUT_CODES = new Set(['ECONNABORTED', 'ETIMEDOUT', 'ERR_CANCELED']);
 
 function unreachable(settings: ConnectSettings, request: HttpRequest, error: unknown): OutboxError {
@@ -134,9 +140,7 @@ export function connectMessage(data: unknown): string {
 function failed(settings: ConnectSettings, request: HttpRequest, response: HttpResponse): OutboxError {
   const message = connectMessage(response.data);
   const hint =
-    response.status === 401 || response.status === 403
-      ? ' Check connect.username / connect.password (OUTBOX_CONNECT_USERNAME / OUTBOX_CONNECT_PASSWORD).'
-      : response.status === 409
+    response.status === 409
         ? ' Connect was rebalancing or busy; retry in a few seconds.'
         : response.status >= 500
           ? ` Check the Connect worker's log (\`npm run stack:logs -- connect\` for the local stack).`
@@ -166,7 +170,11 @@ export function createConnectClient(given: ConnectSettings, options: ConnectClie
     try {
       response = await http(request);
     } catch (error) {
-      throw unreachable(settings, request, scrubHttpError(error));
+      scrubHttpError(error);
+      throw credentialFailure(error, connectTarget(settings), `${request.method} ${request.path}`) ?? unreachable(settings, request, error);
+    }
+    if (response.status === 401 || response.status === 403) {
+      throw credentialFailure({ status: response.status }, connectTarget(settings), `${request.method} ${request.path} (${connectMessage(response.data)})`) ?? failed(settings, request, response);
     }
     if (response.status < 200 || response.status > 299) throw failed(settings, request, response);
     return response;

@@ -2,6 +2,7 @@ import { Client, Pool, escapeIdentifier, type ClientConfig, type PoolConfig } fr
 import type { ConnectionOptions } from 'node:tls';
 import { databaseSslMode, readPemFile, type OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
+import { credentialFailure } from '../errors/credentials';
 
 export { escapeIdentifier };
 
@@ -57,14 +58,14 @@ export async function withClient<T>(config: ClientConfig, body: (client: Client)
 export function connectionError(config: ClientConfig, error: unknown): OutboxError {
   const err = error as { code?: string; message?: string };
   const target = `${config.user}@${config.host}:${config.port}/${config.database}`;
+  const refused = credentialFailure(error, { hop: 'postgres', target: `${config.host}:${config.port}/${config.database}`, principal: config.user, tls: Boolean(config.ssl) });
+  if (refused) return refused;
   const hint =
-    err.code === '28P01' || err.code === '28000'
-      ? 'Check the user and password (PGUSER / PGPASSWORD or the database section of --config).'
-      : err.code === '3D000'
-        ? 'Create the database, or set PGDATABASE to an existing one.'
-        : 'Check that PostgreSQL runs and accepts TCP connections there (`npm run stack:up` for the local stack).';
+    err.code === '3D000'
+      ? 'Create the database, or set PGDATABASE to an existing one.'
+      : 'Check that PostgreSQL runs and accepts TCP connections there (`npm run stack:up` for the local stack).';
   return new OutboxError('DB_UNAVAILABLE', `Cannot connect to PostgreSQL as ${target}: ${err.message ?? String(error)}. ${hint}`, {
-    retriable: !['28P01', '28000', '3D000'].includes(err.code ?? ''),
+    retriable: err.code !== '3D000',
     cause: error,
     details: { code: err.code },
   });

@@ -3,6 +3,7 @@
  * messages name the bad value and the fix, so a CLI can print `message` and nothing else.
  */
 import { CONSOLE_ERROR_CODES } from './console-codes';
+import { CREDENTIAL_ERROR_CODES } from './credential-codes';
 import { RELAY_ERROR_CODES } from './relay-codes';
 import { WATCHDOG_ERROR_CODES } from './watchdog-codes';
 
@@ -86,6 +87,7 @@ export const ERROR_CODES = [
   ...WATCHDOG_ERROR_CODES,
   ...RELAY_ERROR_CODES,
   ...CONSOLE_ERROR_CODES,
+  ...CREDENTIAL_ERROR_CODES,
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

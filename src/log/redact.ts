@@ -6,8 +6,11 @@
 
 export const REDACTED = '[redacted]';
 
-/** Keys whose values are secrets, in configs, connector properties and logged objects. */
-export const SECRET_KEY = /password|secret|token/i;
+/**
+ * Keys whose values are secrets, in configs, connector properties and logged objects. A token
+ * endpoint's URL (`tokenUrl`, `TOKEN_URL`) is where a token is fetched, not one: it stays readable.
+ */
+export const SECRET_KEY = /password|secret|token(?![-_.]?url)/i;
 
 /**
  * The same for pino: keys whose values it replaces before anything is written (createLogger).

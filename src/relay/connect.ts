@@ -2,7 +2,7 @@ import { Partitioners } from 'kafkajs';
 import { Client, type Pool } from 'pg';
 import { clientConfig, connectionError, pgCode } from '../db';
 import { OutboxError } from '../errors';
-import { createKafka } from '../kafka';
+import { createKafka, kafkaCredentialFailure } from '../kafka';
 import { createListener } from './listen';
 import { messageOf, query, type RelayRuntime } from './runtime';
 import { NOTIFY_TRIGGER } from './wake';
@@ -65,6 +65,8 @@ export async function connectKafka(rt: RelayRuntime): Promise<void> {
     await rt.producer.connect();
     await rt.admin.connect();
   } catch (error) {
+    const refused = kafkaCredentialFailure(error, config.kafka, 'connecting the relay');
+    if (refused) throw refused;
     throw new OutboxError(
       'RELAY_KAFKA_UNAVAILABLE',
       `Cannot connect to Kafka at ${config.kafka.brokers.join(', ')}: ${messageOf(error)}. ` +

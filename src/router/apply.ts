@@ -1,5 +1,6 @@
 import type { PoolClient } from 'pg';
 import { isOutboxError } from '../errors';
+import { isCredentialFailure } from '../errors/credentials';
 import { backoffDelay, sleepUnlessAborted } from '../retry';
 import { deadLetterAndPark } from './dead-letter';
 import { HandlerSpans } from './handler-spans';
@@ -173,6 +174,13 @@ async function applyReady(prepared: Ready, deps: RouterDeps, scope: BatchScope):
         continue;
       }
       const cause = error instanceof HandlerFailed ? error.cause : error;
+      if (isCredentialFailure(cause)) {
+        // A refused credential, ACL or certificate (the handler used the toolkit's clients): the
+        // infrastructure's fault, not the record's. Waited out like the database; no attempt counted.
+        spans.end('retry', cause);
+        if (!(await waitForInfrastructure(cause, wait++, whereOf(prepared), deps, scope))) return 'aborted';
+        continue;
+      }
       // A handler may say "this will never work" with a non-retriable OutboxError: no point retrying.
       const hopeless = isOutboxError(cause) && !cause.retriable;
       const policy = deps.policyFor?.(prepared.aggregateType) ?? 'dead-letter';

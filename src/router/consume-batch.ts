@@ -1,7 +1,9 @@
 import type { Consumer, EachBatchPayload } from 'kafkajs';
 import { qualified } from '../db';
+import { isOutboxError } from '../errors';
 import { parkedTableName } from '../provision/sql-files';
 import { retryUntil } from '../service';
+import { classifyDatabaseFailure, refusalFields } from './credential-watch';
 import { ParkedKeys } from './parked';
 import { linkedAbort, runPartitionBatch } from './partition-batch';
 import type { BatchScope, RouterDeps } from './record-context';
@@ -107,7 +109,10 @@ function loadParkedKeys(rt: RouterRuntime, { batch }: EachBatchPayload, waits: A
     stopped,
     onRetry: (error, _attempt, delayMs) => {
       rt.stats.infrastructureRetries++;
-      rt.events.emit('router.wait', { topic: batch.topic, partition: batch.partition, error: (error as Error).message, delayMs });
+      // A refused password or certificate names its hop and principal (credential-watch.ts, for /readyz).
+      const failure = classifyDatabaseFailure(error, deps.pool);
+      const code = isOutboxError(failure) ? failure.code : undefined;
+      rt.events.emit('router.wait', { topic: batch.topic, partition: batch.partition, code, ...refusalFields(failure), error: (failure as Error).message, delayMs });
     },
   });
 }

@@ -1,9 +1,10 @@
 import { Partitioners } from 'kafkajs';
 import { createCodec, type EventMapShape } from '../codec';
 import { createPool } from '../db';
-import { createKafka } from '../kafka';
+import { createKafka, kafkaCredentialFailure } from '../kafka';
 import { createLogger } from '../log';
 import { createEmitter, createLifecycle, type ServiceStatus } from '../service';
+import { createCredentialWatch } from './credential-watch';
 import { createDlqTopics } from './dlq-topics';
 import { resolveSettings, type RouterOptions } from './options';
 import { runHousekeeping } from './housekeeping';
@@ -52,6 +53,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   const settings = resolveSettings(options);
   const logger = options.logger ?? createLogger({ name: 'router' });
   const waits = createRecordWaits();
+  const refusals = createCredentialWatch();
   // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.
   const names = topicNames(options.config.connector.topicReplacement);
   const selection = topicSelection(options, names);
@@ -63,7 +65,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     logger,
     kafka: options.kafka ?? createKafka(options.config, { logger }),
     stats: { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 },
-    events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent, waits.onEvent] }),
+    events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent, waits.onEvent, refusals.onEvent] }),
     aggregateTypeOf: options.aggregateTypeOf ?? names.aggregateTypeOf,
     dlqTopicFor: options.dlqTopicFor ?? names.dlqFor,
     heartbeatIntervalMs: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
@@ -75,6 +77,7 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     batchesInHand: 0,
     subscribed: new Set(),
     parkedHints: new ParkedHints(),
+    refusals,
   };
   const codec = options.codec ?? createCodec({ registry: options.config.registry, topicFor: names.routed, schemasDir: settings.schemasDir, readerSchemas: options.readerSchemas });
   const dlqs = createDlqTopics(rt);
@@ -91,11 +94,16 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     // No auto-creation: DLQ topics are created explicitly with their retention (createDlqTopics).
     rt.producer = rt.kafka.producer({ allowAutoTopicCreation: false, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
     rt.admin = rt.kafka.admin();
-    await rt.producer.connect();
-    await rt.admin.connect();
-    const topics = await subscription.matchingTopics(true);
-    // Checks the topics' retention against the inbox window first (prune-guard.ts).
-    await subscription.startConsumer(topics);
+    try {
+      await rt.producer.connect();
+      await rt.admin.connect();
+      const topics = await subscription.matchingTopics(true);
+      // Checks the topics' retention against the inbox window first (prune-guard.ts).
+      await subscription.startConsumer(topics);
+    } catch (error) {
+      // A refused SASL credential, ACL or certificate names the brokers, the principal and the fix.
+      throw kafkaCredentialFailure(error, options.config.kafka, 'starting the router') ?? error;
+    }
     housekeeping = runHousekeeping(rt, rt.pool, signal, pruneGuard);
     // An idle stream brings no batch: what the last one resolved is still committed within the interval.
     timers = [setInterval(() => void commitOffsets(rt, false), COMMIT_INTERVAL_MS)];
@@ -145,13 +153,16 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     stop: () => lifecycle.stop(),
     stats: () => ({ ...rt.stats }),
     health,
-    ready: () => health().joined && !rt.rebalancing,
+    // Not ready while a hop refuses the router's credentials: it consumes, but nothing gets applied.
+    ready: () => health().joined && !rt.rebalancing && refusals.current() === undefined,
     // Reasons beside the status: a stopped inbox prune, and the records whose decode waits on the registry
     // (their partitions do not move). Neither makes the router unready: it still consumes the rest.
     readyDetails: () => {
       const block = pruneGuard.blocked();
       const waiting = waits.list();
+      const refused = refusals.current();
       return {
+        ...(refused ? { refused } : {}),
         ...(block ? { inboxPrune: { blocked: true, reasons: block.reasons, topics: block.topics, message: block.message } } : {}),
         ...(waiting.length ? { waiting } : {}),
       };

@@ -1,6 +1,7 @@
 import type { IHeaders, Message } from 'kafkajs';
 import { DEAD_LETTER_HEADERS, DLQ_HEADER, HEADER, headerText } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
+import { credentialFailureKind, isCredentialFailure } from '../errors/credentials';
 import { HandlerSpans } from './handler-spans';
 import { messageOf, waitForInfrastructure, whereOf, type BatchScope, type Failure, type Outcome, type RouterDeps, type Where } from './record-context';
 
@@ -108,10 +109,13 @@ export function reduceDeadLetter(letter: Message, refusal: string): Message {
 /**
  * Can sending this again succeed? kafkajs errors carry `retriable` (a broker or connection problem,
  * or retries exhausted on one: KafkaJSNumberOfRetriesExceeded); the deepest cause decides, as kafkajs
- * itself decides. A TypeError from encoding, MESSAGE_TOO_LARGE, INVALID_RECORD or
- * TOPIC_AUTHORIZATION_FAILED will fail the same way every time.
+ * itself decides. A TypeError from encoding, MESSAGE_TOO_LARGE or INVALID_RECORD will fail the same
+ * way every time; a missing ACL (TOPIC_AUTHORIZATION_FAILED, classified as KAFKA_ACL_DENIED) is waited
+ * out, as an operator fixes it on the broker and no record should be reduced or the router stopped for it.
  */
 export function isRetriableSendError(error: unknown): boolean {
+  // A missing ACL or refused credential (router-deps.ts classifies it as KAFKA_ACL_DENIED / KAFKA_AUTH_FAILED): fixed on the broker, so waited out.
+  if (isCredentialFailure(error) || credentialFailureKind(error, { hop: 'kafka' })) return true;
   if (isOutboxError(error)) return error.retriable;
   if ((error as Error | undefined)?.name === 'KafkaJSNumberOfRetriesExceeded') return true;
   let deepest = error as { cause?: unknown; retriable?: unknown } | undefined;
@@ -195,7 +199,7 @@ async function sendDeadLetter(where: Where, failure: Failure, deps: RouterDeps, 
         reduced = true;
         continue;
       }
-      const unavailable = new OutboxError('DLQ_UNAVAILABLE', `Cannot write the dead letter to ${dlqTopic}: ${messageOf(error)}`, { retriable: true, cause: error });
+      const unavailable = isCredentialFailure(error) ? error : new OutboxError('DLQ_UNAVAILABLE', `Cannot write the dead letter to ${dlqTopic}: ${messageOf(error)}`, { retriable: true, cause: error });
       if (!(await waitForInfrastructure(unavailable, wait, { topic, partition, offset: message.offset }, deps, scope))) return 'aborted';
     }
   }

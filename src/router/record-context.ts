@@ -4,6 +4,7 @@ import type { ZodType } from 'zod';
 import type { Codec } from '../codec';
 import { isOutboxError, type ErrorCode } from '../errors';
 import { backoffDelay, sleepUnlessAborted, type BackoffSettings } from '../retry';
+import { classifyDatabaseFailure, refusalFields } from './credential-watch';
 import type { UnknownEventTypePolicy } from './options';
 import type { ParkedKeys } from './parked';
 import { DEFAULT_ENVELOPE, DLQ_HEADER, headerText, type EnvelopeSettings } from '../envelope';
@@ -135,7 +136,10 @@ export async function waitForInfrastructure(
 ): Promise<boolean> {
   const delay = Math.min(backoffDelay(wait, deps.infrastructureBackoff, deps.random), options.maxDelayMs ?? Infinity);
   deps.stats.infrastructureRetries++;
-  deps.emit('router.wait', { ...where, code: isOutboxError(error) ? error.code : undefined, error: messageOf(error), delayMs: delay, waitedMs: options.waitedMs });
+  // A refused password or certificate names its hop and principal (credential-watch.ts, for /readyz).
+  const failure = classifyDatabaseFailure(error, deps.pool);
+  const code = isOutboxError(failure) ? failure.code : undefined;
+  deps.emit('router.wait', { ...where, code, ...refusalFields(failure), error: messageOf(failure), delayMs: delay, waitedMs: options.waitedMs });
   if (!(await sleepUnlessAborted(delay, scope.signal))) return false;
   await scope.heartbeat();
   return true;

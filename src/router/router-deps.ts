@@ -1,6 +1,7 @@
 import type { Producer } from 'kafkajs';
 import type { Pool } from 'pg';
 import { qualified } from '../db';
+import { kafkaCredentialFailure } from '../kafka';
 import type { DlqTopics } from './dlq-topics';
 import type { RouterDeps } from './record-context';
 import type { RouterRuntime } from './runtime';
@@ -21,8 +22,13 @@ export function routerDeps(rt: RouterRuntime, db: Pool, codec: RouterDeps['codec
     dlqTopicFor: rt.dlqTopicFor,
     sendDeadLetter: async (topic, message, source) => {
       // Never auto-created with broker defaults (a finite retention would delete the only copy).
-      await dlqs.ensure(new Map([[topic, source]]));
-      await (rt.producer as Producer).send({ topic, acks: -1, messages: [message] });
+      try {
+        await dlqs.ensure(new Map([[topic, source]]));
+        await (rt.producer as Producer).send({ topic, acks: -1, messages: [message] });
+      } catch (error) {
+        // A missing ACL or a refused credential is waited out (retriable), never taken for a letter the DLQ refuses.
+        throw kafkaCredentialFailure(error, options.config.kafka, `writing a dead letter to ${topic}`) ?? error;
+      }
     },
     stats: rt.stats,
     emit: (name, data) => rt.events.emit(name, data),

@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import type { Logger } from '../log';
 import type { Emitter } from '../service';
 import type { ResolvedSettings, RouterOptions } from './options';
+import type { CredentialWatch } from './credential-watch';
 import type { ParkedHints } from './parked';
 import type { RouterDeps } from './record-context';
 import type { RouterEventName, RouterStats } from './types';
@@ -48,6 +49,8 @@ export interface RouterRuntime {
   subscribed: Set<string>;
   /** Aggregate types known to have no parked key: their batches skip the parked-keys load. */
   readonly parkedHints: ParkedHints;
+  /** The credential, ACL or TLS refusal keeping the router from working now, for /readyz. */
+  readonly refusals: CredentialWatch;
 }
 
 /** Resolved offsets are committed at most this often while records flow (a crash redelivers at most this much). */

@@ -1,4 +1,6 @@
 import type { Admin, Consumer } from 'kafkajs';
+import { kafkaCredentialFailure } from '../kafka';
+import { backoffDelay, sleepUnlessAborted } from '../retry';
 import { retryUntil } from '../service';
 import { eachBatch } from './consume-batch';
 import type { DlqTopics } from './dlq-topics';
@@ -75,7 +77,7 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
   }
 
   async function startConsumer(topics: Set<string>): Promise<void> {
-    const c = newConsumer(rt);
+    const c = newConsumer(rt, () => void restartAfterCrash(c), () => (restarts = 0));
     rt.consumer = c;
     rt.committer = undefined;
     rt.joined = false;
@@ -113,6 +115,37 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
   }
 
   let refreshing: Promise<void> | undefined;
+  /** Consumers started again after a refusal since the last group join: the backoff's step. */
+  let restarts = 0;
+
+  /**
+   * kafkajs gives up on a consumer after a failure it holds not retriable (SASL authentication failed,
+   * GROUP_/TOPIC_AUTHORIZATION_FAILED, a certificate refused every time): the router would consume nothing
+   * until restarted. Instead a new consumer is started with backoff until the credential or ACL is
+   * fixed. Offsets resolved are only ever those applied, so the new member resumes after them.
+   */
+  async function restartAfterCrash(crashed: Consumer): Promise<void> {
+    // Not rt.running(): the first join happens inside consumer.run(), while start() is still in hand.
+    const signal = rt.signal();
+    if (rt.consumer !== crashed || signal.aborted) return;
+    rt.consumer = undefined;
+    rt.consuming = false;
+    await crashed.disconnect().catch(() => {});
+    // The new consumer starts at once but may be refused again only when it joins: back off between crashes.
+    if (!(await sleepUnlessAborted(backoffDelay(++restarts, settings.infrastructureBackoff, rt.options.random), signal))) return;
+    const topics = new Set(rt.subscribed);
+    await retryUntil(() => startConsumer(topics), {
+      signal,
+      backoff: settings.infrastructureBackoff,
+      random: rt.options.random,
+      onRetry: (failure, attempt, delayMs) => {
+        rt.stats.infrastructureRetries++;
+        const refused = kafkaCredentialFailure(failure, rt.options.config.kafka, 'joining the consumer group');
+        if (refused) rt.refusals.failed(refused);
+        logger.error({ event: 'router.consumer-restart-failed', code: refused?.code, error: (refused ?? (failure as Error)).message, attempt, delayMs }, 'router: the consumer could not start again; consuming nothing until it does, retrying');
+      },
+    });
+  }
 
   async function resubscribe(topics: Set<string>, by: string): Promise<void> {
     const added = [...topics].filter((t) => !rt.subscribed.has(t));
@@ -168,8 +201,8 @@ export function createSubscription(rt: RouterRuntime, selection: TopicSelection,
   return { matchingTopics, startConsumer, refreshTopics, idle: async () => void (await refreshing), startRefreshing };
 }
 
-/** A consumer of the router's group whose events keep RouterRuntime's membership flags. */
-function newConsumer(rt: RouterRuntime): Consumer {
+/** A consumer of the router's group whose events keep RouterRuntime's membership flags; `gaveUp`: kafkajs crashed it for good. */
+function newConsumer(rt: RouterRuntime, gaveUp: () => void, joined: () => void): Consumer {
   const { settings, logger } = rt;
   const c = rt.kafka.consumer({
     groupId: settings.groupId,
@@ -186,6 +219,7 @@ function newConsumer(rt: RouterRuntime): Consumer {
     if (rt.consumer !== c) return;
     rt.joined = true;
     rt.rebalancing = false;
+    joined();
     // A hook for what must follow an assignment (e.g. reloading state for the partitions now owned).
     rt.events.emit('router.group-join', { groupId: e.payload.groupId, memberId: e.payload.memberId, assignment: e.payload.memberAssignment });
   });
@@ -195,7 +229,11 @@ function newConsumer(rt: RouterRuntime): Consumer {
   c.on(c.events.CRASH, (e) => {
     // kafkajs restarts itself after a retriable crash; until it rejoins, the router is not healthy.
     if (rt.consumer === c) rt.joined = false;
-    logger.error({ event: 'router.crash', error: e.payload.error?.message, restart: e.payload.restart }, 'router.crash');
+    const refused = kafkaCredentialFailure(e.payload.error, rt.options.config.kafka, 'consuming');
+    if (refused && rt.consumer === c) rt.refusals.failed(refused);
+    logger.error({ event: 'router.crash', code: refused?.code, error: (refused ?? e.payload.error)?.message, restart: e.payload.restart }, 'router.crash');
+    // Only a refusal is restarted from: anything else kafkajs gave up on (DLQ_REJECTED) stops consuming as designed.
+    if (!e.payload.restart && refused) gaveUp();
   });
   c.on(c.events.STOP, () => {
     if (rt.consumer === c) rt.joined = false;

@@ -1,5 +1,5 @@
 import type { OutboxConfig } from '../config';
-import { createKafka } from '../kafka';
+import { createKafka, kafkaCredentialFailure } from '../kafka';
 import type { Logger } from '../log';
 import { topicNames } from '../topics';
 import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
@@ -94,6 +94,16 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       overrides: { connectionTimeout: timeoutMs, requestTimeout: timeoutMs, retry: { retries: 1, initialRetryTime: 100, maxRetryTime: 1_000 } },
     }),
   );
+  // A refused credential, ACL or certificate is its own error (naming the principal and the fix), not "check that Kafka answers".
+  const kafkaRead =
+    <T>(what: string, read: () => Promise<T>) =>
+    async (): Promise<T> => {
+      try {
+        return await read();
+      } catch (error) {
+        throw kafkaCredentialFailure(error, config.kafka, what) ?? error;
+      }
+    };
   const db = config.database;
   const dbHint = `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`;
   try {
@@ -107,8 +117,8 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
         () => readConnector(config, timeoutMs),
       ),
       section('slots', timeoutMs, dbHint, log, () => readSlots(config, timeoutMs)),
-      section('consumerGroups', timeoutMs, kafkaHint, log, async () => readGroups(await admin.get(), groups, topics)),
-      section('dlq', timeoutMs, kafkaHint, log, async () => readDlq(await admin.get(), dlqTopics)),
+      section('consumerGroups', timeoutMs, kafkaHint, log, kafkaRead('reading consumer groups', async () => readGroups(await admin.get(), groups, topics))),
+      section('dlq', timeoutMs, kafkaHint, log, kafkaRead('reading the dead-letter topics', async () => readDlq(await admin.get(), dlqTopics))),
       section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
       section('outboxTable', timeoutMs, dbHint, log, () => readOutboxTable(config, timeoutMs)),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),

@@ -10,6 +10,8 @@ import { handlerProblems, HANDLERS_SHAPE } from '../router/options';
 import type { Ready } from '../router/record-context';
 import type { EventTypeHandler, Handlers, RoutedEvent } from '../router/types';
 
+export { unsecuredJwsForTestsOnly, type UnsecuredJwsOptions } from './unsecured-jws';
+
 /**
  * Testing helpers (docs/testing-handlers.md): run your handlers through the router's real inbox
  * transaction (src/router/inbox-transaction.ts, the same code the router runs) against your real

@@ -116,8 +116,8 @@ describe('codec (fake registry)', () => {
   });
 
   it.each([
-    [401, { message: 'Unauthorized' }, 'REGISTRY_ACCESS_DENIED', /refused the credentials .*HTTP 401.*OUTBOX_REGISTRY_USERNAME/],
-    [403, { message: 'Forbidden' }, 'REGISTRY_ACCESS_DENIED', /HTTP 403.*grant that user read access/],
+    [401, { message: 'Unauthorized' }, 'REGISTRY_AUTH_FAILED', /refused the credentials .*HTTP 401.*OUTBOX_REGISTRY_USERNAME/],
+    [403, { message: 'Forbidden' }, 'REGISTRY_ACCESS_DENIED', /HTTP 403.*Grant that user the access it needs/],
     [429, { message: 'Too many requests' }, 'REGISTRY_UNAVAILABLE', /HTTP 429 \(rate limited\)/],
     [503, { message: 'busy' }, 'REGISTRY_UNAVAILABLE', /HTTP 503 \(busy\)/],
     [404, { title: 'RESTEASY003210: Could not find resource' }, 'REGISTRY_REQUEST_FAILED', /does not look like a Confluent-compatible API/],

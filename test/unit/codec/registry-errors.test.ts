@@ -12,9 +12,9 @@ describe('registry error classification', () => {
   });
 
   it('names the credential settings on 401/403, retriable: a refused credential is no reason to dead-letter a record', () => {
-    for (const status of [401, 403]) {
+    for (const [status, code] of [[401, 'REGISTRY_AUTH_FAILED'], [403, 'REGISTRY_ACCESS_DENIED']] as const) {
       const error = fromRegistryStatus(URL_, 'x', 'GET /x', status, undefined);
-      expect([error.code, error.retriable]).toEqual(['REGISTRY_ACCESS_DENIED', true]);
+      expect([error.code, error.retriable]).toEqual([code, true]);
       expect(error.message).toContain('OUTBOX_REGISTRY_USERNAME');
     }
   });

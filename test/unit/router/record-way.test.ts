@@ -1,4 +1,5 @@
 import { KafkaJSConnectionError, KafkaJSProtocolError, type KafkaMessage, type Message } from 'kafkajs';
+import { DatabaseError } from 'pg';
 import { OutboxError } from '../../../src/errors';
 import type { EventHandler } from '../../../src/router/types';
 import { fakePool } from './fake-pool';
@@ -118,11 +119,57 @@ describe('a record through the router (prepare, apply, dead letter)', () => {
     const { d } = deps(async () => {}, {
       sendDeadLetter: async () => {
         sends++;
-        throw new KafkaJSProtocolError({ message: 'Not authorized to access topics: [Topic authorization failed]', type: 'TOPIC_AUTHORIZATION_FAILED', code: 29, retriable: false } as never);
+        throw new KafkaJSProtocolError({ message: 'This record is invalid', type: 'INVALID_RECORD', code: 87, retriable: false } as never);
       },
     });
     await expect(routeOne('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).rejects.toMatchObject({ code: 'DLQ_REJECTED', retriable: false });
     expect(sends).toBe(2);
+  });
+
+  it('a DLQ write denied by an ACL is waited out until the ACL is granted: the full letter, never reduced, never DLQ_REJECTED', async () => {
+    const sent: Message[] = [];
+    const codes: unknown[] = [];
+    const { d, stats } = deps(async () => {}, {
+      sendDeadLetter: async (_topic, letter) => {
+        if (codes.length < 3) throw new KafkaJSProtocolError({ message: 'Not authorized to access topics: [Topic authorization failed]', type: 'TOPIC_AUTHORIZATION_FAILED', code: 29, retriable: false } as never);
+        sent.push(letter);
+      },
+      emit: (name, data) => void (name === 'router.wait' && codes.push(data.code)),
+    });
+    expect(await routeOne('t', 0, message({ ...goodHeaders, eventType: 'Nope' }), d)).toBe('dead-lettered');
+    expect(stats.infrastructureRetries).toBe(3);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]?.headers).not.toHaveProperty('x-dead-letter-reduced');
+  });
+
+  it("a credential failure from the handler (through the toolkit's clients) is waited out like the database: no attempt counted, never dead-lettered", async () => {
+    let calls = 0;
+    const waits: Array<Record<string, unknown>> = [];
+    const { d, letters, stats } = deps(
+      async () => {
+        if (++calls <= 4) throw new OutboxError('REGISTRY_AUTH_FAILED', 'The schema registry at https://r refused the credentials as "router"', { retriable: true, details: { hop: 'registry', principal: 'router' } });
+      },
+      { emit: (name, data) => void (name === 'router.wait' && waits.push(data)) },
+    );
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(letters).toHaveLength(0);
+    expect(stats).toMatchObject({ infrastructureRetries: 4, retries: 0, applied: 1, deadLettered: 0 });
+    expect(waits[0]).toMatchObject({ code: 'REGISTRY_AUTH_FAILED', hop: 'registry', principal: 'router' });
+  });
+
+  it('an inbox connection refused over the password waits as DB_AUTH_FAILED naming the role, never dead-letters', async () => {
+    const refused = Object.assign(new DatabaseError('password authentication failed for user "outbox_router"', 0, 'error'), { code: '28P01' });
+    const { pool } = fakePool();
+    let refusals = 3;
+    const connect = pool.connect.bind(pool);
+    Object.assign(pool, { options: { host: 'db.internal', port: 5432, database: 'app', user: 'outbox_router' }, connect: async () => (refusals-- > 0 ? Promise.reject(refused) : connect()) });
+    const waits: Array<Record<string, unknown>> = [];
+    const { d, letters, stats } = deps(async () => {}, { pool, emit: (name, data) => void (name === 'router.wait' && waits.push(data)) });
+    expect(await routeOne('t', 0, message(goodHeaders), d)).toBe('applied');
+    expect(letters).toHaveLength(0);
+    expect(stats).toMatchObject({ infrastructureRetries: 3, retries: 0, applied: 1 });
+    expect(waits[0]).toMatchObject({ code: 'DB_AUTH_FAILED', hop: 'postgres', principal: 'outbox_router' });
+    expect(String(waits[0]?.error)).toContain('db.internal:5432/app');
   });
 
   it('a tombstone (no value) is dead-lettered as RECORD_INVALID', async () => {
