@@ -12,7 +12,7 @@ import { credentialFailure } from '../errors/credentials';
 const NETWORK_FAILURE = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE|socket hang up|timeout/i;
 
 export function registryUnavailable(url: string, what: string, reason: string, cause?: unknown, username?: string): OutboxError {
-  const refused = cause === undefined ? undefined : credentialFailure(cause, { hop: 'registry', target: url, ...(username ? { principal: username } : {}) }, what);
+  const refused = cause === undefined ? undefined : credentialFailure(cause, { hop: 'registry', target: url, tls: url.startsWith('https:'), ...(username ? { principal: username } : {}) }, what);
   if (refused) return refused;
   return new OutboxError(
     'REGISTRY_UNAVAILABLE',
@@ -80,7 +80,17 @@ export function errorCode(body: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
+/**
+ * The registry's JSON `message`; else, for a body that is text or HTML (a proxy's own error page, e.g.
+ * nginx's "The plain HTTP request was sent to HTTPS port"), its first words without markup.
+ */
 function errorMessage(body: unknown): string | undefined {
+  if (typeof body === 'string') {
+    const text = (/<title>([^<]*)<\/title>/i.exec(body)?.[1] ?? body.replace(/<[^>]*>/g, ' ')).replace(/\s+/g, ' ').trim();
+    const heading = /<h1>([^<]*)<\/h1>/i.exec(body)?.[1]?.trim();
+    const said = heading && heading !== text ? `${text}: ${heading}` : text;
+    return said ? `(${said.slice(0, 160)})` : undefined;
+  }
   const message = (body as { message?: unknown } | undefined)?.message;
   return typeof message === 'string' ? message : undefined;
 }

@@ -113,7 +113,8 @@ export function axiosHttp(settings: ConnectSettings): HttpFn {
 
 /** The Connect hop as credential errors name it: the URLs (no credentials) and the user. */
 function connectTarget(settings: ConnectSettings): HopTarget {
-  return { hop: 'connect', target: connectUrls(settings).join(', '), ...(settings.username ? { principal: settings.username } : {}) };
+  const urls = connectUrls(settings);
+  return { hop: 'connect', target: urls.join(', '), tls: urls.every((u) => u.startsWith('https:')), ...(settings.username ? { principal: settings.username } : {}) };
 }
 
 const TIMEOUT_CODES = new Set(['ECONNABORTED', 'ETIMEDOUT', 'ERR_CANCELED']);

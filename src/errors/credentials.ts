@@ -129,6 +129,8 @@ export function credentialFailureKind(error: unknown, target: Pick<HopTarget, 'h
       if (node.code === '28P01' || node.code === '28000') return { kind: 'auth', code: node.code };
     } else {
       const status = (node.response as { status?: unknown } | undefined)?.status ?? node.status;
+      // http:// to a TLS port: the answer is a TLS alert, which Node's HTTP parser refuses (HPE_…).
+      if (target.tls === false && typeof node.code === 'string' && node.code.startsWith('HPE_')) return { kind: 'tls', code: node.code };
       if (status === 401) return { kind: 'auth', code: 'HTTP 401' };
       if (status === 403) return { kind: 'acl', code: 'HTTP 403' };
     }
@@ -153,6 +155,7 @@ function tlsFix(hop: Hop, code: string, target: HopTarget): string {
   if (CERT_EXPIRED.has(code)) return `The server's certificate has expired or is not valid yet (${code}): renew it on the server (the client's clock must be right too).`;
   if (CERT_NAME.has(code)) return `The certificate does not name ${target.target} (${code}): connect by a name the certificate lists, or reissue it with that name.`;
   if (NOT_TLS.has(code)) return `The port does not speak TLS (${code}): use the server's TLS port, or turn TLS off for a plain-text one (${s.tls}).`;
+  if (code.startsWith('HPE_')) return `The server did not answer in HTTP (${code}): the port speaks TLS. Use ${s.tls}.`;
   if (code === 'KafkaJSConnectionClosedError' || code === 'ECONNRESET') {
     return `The server closed the connection before answering (${code}): a TLS-only port does that to plain text. Turn TLS on (${s.tls}), or check that the server runs.`;
   }

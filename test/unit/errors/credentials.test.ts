@@ -138,6 +138,14 @@ describe('Kafka Connect REST and the schema registry (HTTP)', () => {
     expect(credentialFailure(Object.assign(new Error('x'), { code: 'CERT_HAS_EXPIRED' }), registry)?.code).toBe('REGISTRY_TLS_FAILED');
     expect(credentialFailure(axiosError(500), registry)).toBeUndefined();
   });
+
+  it('http:// to a TLS port (Node\'s HTTP parser refuses the TLS alert it gets back): *_TLS_FAILED saying to use https; over https the same code is not TLS', () => {
+    const parse = new AxiosError('Parse Error: Expected HTTP/', 'HPE_INVALID_CONSTANT');
+    const plain = { hop: 'connect' as const, target: 'http://connect:8483', tls: false };
+    expect(credentialFailure(parse, plain)?.code).toBe('CONNECT_TLS_FAILED');
+    expect(credentialFailure(parse, plain)?.message).toContain('Use an https:// connect.url');
+    expect(credentialFailure(parse, { ...plain, tls: true })).toBeUndefined();
+  });
 });
 
 describe('helpers', () => {
