@@ -12,7 +12,6 @@ import { createRegistryConnection } from '../../src/codec';
 import { loadConfig, type OutboxConfig } from '../../src/config';
 import { createConnectClient } from '../../src/connector/connect-client';
 import { clientConfig, createPool, withClient } from '../../src/db';
-import { isOutboxError } from '../../src/errors';
 import { createKafka, kafkaCredentialFailure } from '../../src/kafka';
 import { createLogger } from '../../src/log';
 import { provision } from '../../src/provision';
@@ -23,27 +22,11 @@ import { applyKafkaAcls, planKafkaAcls } from '../../src/acls';
 import { randomName } from '../support/stack-env';
 import { startTlsStandin } from '../support/tls-standin';
 import { waitsUpTo } from '../support/until';
-import { certs, describeSecure, freshSecureDatabase, secureConfig, secureKafka, withSecureAdminClient } from '../support/secure-env';
+import { certs, describeSecure, freshSecureDatabase, secureConfig, secureKafka, withSecureAdminClient, expectRefusal, failureOf } from '../support/secure-env';
 
 jest.setTimeout(240_000);
 
-async function rejection(work: Promise<unknown>): Promise<unknown> {
-  try {
-    await work;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
-function expectCode(error: unknown, code: string, ...parts: string[]): void {
-  if (!isOutboxError(error)) throw new Error(`expected an OutboxError ${code}, got ${String((error as Error)?.stack ?? error)}`);
-  expect({ code: error.code, message: error.message }).toEqual({ code, message: expect.any(String) });
-  for (const part of parts) expect(error.message).toContain(part);
-  for (const secret of [...Object.values(SECURE_KAFKA_USERS), SECURE_POSTGRES.password, SECURE_HTTP_USERS.connect.password, SECURE_HTTP_USERS.registry.password]) {
-    expect(error.message).not.toContain(secret);
-  }
-}
 
 describeSecure('secure-failures')('failures with a credential in them, on the secure stack', () => {
   describe('a server whose certificate expired (a stand-in presenting one, signed by the trusted CA)', () => {
@@ -52,9 +35,9 @@ describeSecure('secure-failures')('failures with a credential in them, on the se
       try {
         const config = loadConfig({ env: {}, overrides: { kafka: { brokers: [`127.0.0.1:${standin.port}`], ssl: { caFile: certs.caCert }, sasl: { mechanism: 'scram-sha-512', username: 'outbox-router', password: SECURE_KAFKA_USERS['outbox-router'] } } } });
         const admin = createKafka(config, { retries: 0, overrides: { connectionTimeout: 5_000 } }).admin();
-        const error = await rejection(admin.connect());
+        const error = await failureOf(admin.connect());
         await admin.disconnect().catch(() => {});
-        expectCode(kafkaCredentialFailure(error, config.kafka) ?? error, 'KAFKA_TLS_FAILED', 'expired');
+        expectRefusal(kafkaCredentialFailure(error, config.kafka) ?? error, 'KAFKA_TLS_FAILED', 'expired');
       } finally {
         await standin.close();
       }
@@ -64,7 +47,7 @@ describeSecure('secure-failures')('failures with a credential in them, on the se
       const standin = await startTlsStandin(certs.expired, { postgres: true });
       try {
         const db = loadConfig({ env: {}, overrides: { database: { host: '127.0.0.1', port: standin.port, database: 'app', user: 'postgres', password: SECURE_POSTGRES.password, sslMode: 'verify-full', sslRootCert: certs.caCert } } }).database;
-        expectCode(await rejection(withClient(clientConfig(db), (c: Client) => c.query('SELECT 1'))), 'DB_TLS_FAILED', 'expired');
+        expectRefusal(await failureOf(withClient(clientConfig(db), (c: Client) => c.query('SELECT 1'))), 'DB_TLS_FAILED', 'expired');
       } finally {
         await standin.close();
       }
@@ -74,8 +57,8 @@ describeSecure('secure-failures')('failures with a credential in them, on the se
       const standin = await startTlsStandin(certs.expired);
       try {
         const url = `https://127.0.0.1:${standin.port}`;
-        expectCode(await rejection(createConnectClient({ url, ...SECURE_HTTP_USERS.connect, caFile: certs.caCert, requestTimeoutMs: 5_000 }).list()), 'CONNECT_TLS_FAILED', 'expired');
-        expectCode(await rejection(createRegistryConnection({ url: `${url}/apis/ccompat/v7`, ...SECURE_HTTP_USERS.registry, caFile: certs.caCert }, { retries: 0 }).latest('any')), 'REGISTRY_TLS_FAILED', 'expired');
+        expectRefusal(await failureOf(createConnectClient({ url, ...SECURE_HTTP_USERS.connect, caFile: certs.caCert, requestTimeoutMs: 5_000 }).list()), 'CONNECT_TLS_FAILED', 'expired');
+        expectRefusal(await failureOf(createRegistryConnection({ url: `${url}/apis/ccompat/v7`, ...SECURE_HTTP_USERS.registry, caFile: certs.caCert }, { retries: 0 }).latest('any')), 'REGISTRY_TLS_FAILED', 'expired');
       } finally {
         await standin.close();
       }
@@ -84,9 +67,9 @@ describeSecure('secure-failures')('failures with a credential in them, on the se
 
   it('plain http to the https ports: Connect is CONNECT_TLS_FAILED saying to use https; the registry\'s proxy says so itself', async () => {
     const plain = (url: string) => url.replace('https://', 'http://');
-    expectCode(await rejection(createConnectClient({ url: plain(secureUrls.connect), ...SECURE_HTTP_USERS.connect, requestTimeoutMs: 5_000 }).list()), 'CONNECT_TLS_FAILED', 'the port speaks TLS', 'https://');
+    expectRefusal(await failureOf(createConnectClient({ url: plain(secureUrls.connect), ...SECURE_HTTP_USERS.connect, requestTimeoutMs: 5_000 }).list()), 'CONNECT_TLS_FAILED', 'the port speaks TLS', 'https://');
     // nginx answers plain HTTP on its TLS port with its own 400 page, whose words the error now carries.
-    expectCode(await rejection(createRegistryConnection({ url: plain(secureUrls.registry), ...SECURE_HTTP_USERS.registry }, { retries: 0 }).latest('any')), 'REGISTRY_REQUEST_FAILED', 'The plain HTTP request was sent to HTTPS port');
+    expectRefusal(await failureOf(createRegistryConnection({ url: plain(secureUrls.registry), ...SECURE_HTTP_USERS.registry }, { retries: 0 }).latest('any')), 'REGISTRY_REQUEST_FAILED', 'The plain HTTP request was sent to HTTPS port');
   });
 
   describe('the router when Kafka refuses it', () => {
@@ -184,7 +167,7 @@ describeSecure('secure-failures')('failures with a credential in them, on the se
       await first.stop();
       // Restarted on the old password (a deployment not yet given the new one): refused at start, clearly.
       const stale = createRouter({ config: { ...config, kafka: { ...config.kafka, sasl: { ...config.kafka.sasl, password: SECURE_KAFKA_USERS['outbox-router-b'] } } } as OutboxConfig, consumer: config.router.consumer as string, topics: new RegExp(`^${topic.replace(/\./g, '\\.')}$`), logger: silent, handlers: { order: { OrderNoted: async () => {} } } });
-      expectCode(await rejection(stale.start()), 'KAFKA_AUTH_FAILED', '"outbox-router-b"');
+      expectRefusal(await failureOf(stale.start()), 'KAFKA_AUTH_FAILED', '"outbox-router-b"');
       await stale.stop().catch(() => {});
       const after = await produce(2, 'after');
       const fresh = start('router-b-rotated-1');

@@ -5,6 +5,7 @@ import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { Client } from 'pg';
 import { applyKafkaAcls, planKafkaAcls } from '../../src/acls';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from '../../src/config';
+import { isOutboxError, type OutboxError } from '../../src/errors';
 import { PROJECT_ROOT } from '../../scripts/stack/paths';
 import { resolveStackConfig } from '../../scripts/stack/config';
 import { isAlive } from '../../scripts/stack/processes';
@@ -156,4 +157,23 @@ export function runCli(args: string[], env: Record<string, string>, timeoutMs = 
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** What `work` rejects with, whatever it is (the classification under test may be the caller's). */
+export async function failureOf(work: Promise<unknown>): Promise<unknown> {
+  try {
+    await work;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a failure, but it succeeded');
+}
+
+/** The one clear error of a refused hop: its code, the parts its message must name, and none of the stack's secrets. */
+export function expectRefusal(error: unknown, code: string, ...parts: string[]): OutboxError {
+  if (!isOutboxError(error)) throw new Error(`expected an OutboxError ${code}, got ${String((error as Error)?.stack ?? error)}`);
+  expect({ code: error.code }).toEqual({ code });
+  for (const part of parts) expect(error.message).toContain(part);
+  for (const secret of [...SECURE_SECRETS, 'wrong-password-xyz']) expect(error.message).not.toContain(secret);
+  return error;
 }
