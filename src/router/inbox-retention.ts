@@ -185,7 +185,11 @@ export async function checkInboxRetention(admin: Admin, topics: readonly string[
 export const pruneInboxSql = (inbox: string, parked: string): string =>
   `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id IN (` +
   `SELECT i.message_id FROM ${inbox} i WHERE i.consumer = $1 AND i.processed_at < now() - $2::float8 * interval '1 millisecond' ` +
-  `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND i.message_id::text IN (p.event_id, lower(p.event_id))) ` +
+  // Two anti-joins, not one with `IN (p.event_id, lower(p.event_id))`: each is an equality PostgreSQL can
+  // hash, where the OR is a nested loop over every parked event per inbox row (7.3 s against 17 ms for
+  // 2,000 rows beside 10,000 parked events; it hit the statement timeout in CI).
+  `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND p.event_id = i.message_id::text) ` +
+  `AND NOT EXISTS (SELECT 1 FROM ${parked} p WHERE p.consumer = $1 AND lower(p.event_id) = i.message_id::text) ` +
   'ORDER BY i.processed_at LIMIT $3)';
 
 export interface PruneOptions {

@@ -203,7 +203,7 @@ describe('codec when the registry misbehaves', () => {
   });
 
   it.each([
-    [401, 'REGISTRY_ACCESS_DENIED', 1],
+    [401, 'REGISTRY_AUTH_FAILED', 1],
     [403, 'REGISTRY_ACCESS_DENIED', 1],
     [429, 'REGISTRY_UNAVAILABLE', 3],
     [404, 'SCHEMA_ID_UNKNOWN', 1],
@@ -244,7 +244,7 @@ describe('codec when the registry misbehaves', () => {
 
     answer = () => [401, { message: 'Unauthorized' }];
     const denied = await rejection(createCodec({ registry: { url: url(), username: 'bob', password: 'hunter2' } }).encode('order', 'OrderCreated', order(), AVRO_CONTENT_TYPE));
-    expect([denied.code, denied.retriable]).toEqual(['REGISTRY_ACCESS_DENIED', true]);
+    expect([denied.code, denied.retriable]).toEqual(['REGISTRY_AUTH_FAILED', true]);
     expect(`${denied.message} ${JSON.stringify(denied.details)}`).not.toContain('hunter2');
   });
 

@@ -289,7 +289,7 @@ describe('secrets stay out of error messages', () => {
   it('a wrong database password is named as the problem, not printed', async () => {
     const run = await cli(base('db:provision'), { PGPASSWORD: SECRETS.wrongPg });
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain('DB_UNAVAILABLE');
+    expect(run.stderr).toContain('DB_AUTH_FAILED');
     expect(run.stderr).not.toContain(SECRETS.wrongPg);
     expectClean(run);
   });
@@ -331,7 +331,7 @@ describe('secrets stay out of error messages', () => {
     try {
       const status = await cli(base('connector:status'), { OUTBOX_CONNECT_URL: connect.url });
       expect(status.code).toBe(1);
-      expect(status.stderr).toContain('CONNECT_REQUEST_FAILED');
+      expect(status.stderr).toContain('CONNECT_AUTH_FAILED');
       expectClean(status);
       expect(connect.headers[0]?.authorization).toBe(`Basic ${Buffer.from(`${USERS.connect}:${SECRETS.connect}`).toString('base64')}`);
 

@@ -119,7 +119,10 @@ describe('the inbox retention window', () => {
   it('prunes by primary key, oldest first, per consumer, skipping rows whose event is parked, without row locks the router role may not take', () => {
     const sql = pruneInboxSql('"public"."inbox"', '"public"."inbox_parked"');
     expect(sql).toMatch(/^DELETE FROM "public"\."inbox" WHERE consumer = \$1 AND message_id IN \(/);
-    expect(sql).toContain('NOT EXISTS (SELECT 1 FROM "public"."inbox_parked" p WHERE p.consumer = $1 AND i.message_id::text IN (p.event_id, lower(p.event_id)))');
+    // Two equality anti-joins (hashable), never one OR (a nested loop over every parked event per row).
+    expect(sql).toContain('NOT EXISTS (SELECT 1 FROM "public"."inbox_parked" p WHERE p.consumer = $1 AND p.event_id = i.message_id::text)');
+    expect(sql).toContain('NOT EXISTS (SELECT 1 FROM "public"."inbox_parked" p WHERE p.consumer = $1 AND lower(p.event_id) = i.message_id::text)');
+    expect(sql).not.toMatch(/ IN \(p\.event_id/);
     expect(sql).toMatch(/ORDER BY i\.processed_at LIMIT \$3\)$/);
     expect(sql).not.toContain('FOR UPDATE');
   });
