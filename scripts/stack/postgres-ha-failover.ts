@@ -10,7 +10,7 @@ import * as pg from './postgres';
 import { peerOf, primaryConninfo, type NodeName } from './postgres-ha-config';
 import {
   alterRole, baseBackup, currentPrimary, diskRole, ensurePhysicalSlot, haContext, hasData, nodePort, nodeRunning, replicationOf,
-  startNode, switchProxy, waitStreaming, withNode, writeRole, type HaContext, type HaOptions, type HaStep,
+  startNode, switchProxy, waitSlotsSynced, waitStreaming, withNode, writeRole, type HaContext, type HaOptions, type HaStep,
 } from './postgres-ha-nodes';
 
 export interface SlotState {
@@ -126,6 +126,8 @@ export interface RebuildReport {
   method: 'none' | 'restart' | 'rewind' | 'basebackup';
   /** pg_rewind's last words, when it was tried and failed (then pg_basebackup ran). */
   rewindFailure?: string;
+  /** Failover slots the standby still had no synchronized copy of when the wait gave up (waitSlotsSynced). */
+  slotsNotSynced?: string[];
   ms: number;
 }
 
@@ -145,8 +147,10 @@ export async function rebuildStandby(paths: StackPaths, onStep: (step: HaStep) =
     await waitStreaming(ctx, primary, standby, false);
     await alterRole(ctx, primary, 'primary', true);
     await waitStreaming(ctx, primary, standby, true);
-    const report = { primary, standby, method, ...(rewindFailure ? { rewindFailure } : {}), ms: Date.now() - started };
-    onStep({ step: `node ${standby}`, ms: report.ms, detail: `standby of node ${primary} (${method}), synchronous` });
+    // A failover before the slots are synced would lose them: ready means ready to fail over.
+    const notSynced = await waitSlotsSynced(ctx, primary, standby);
+    const report = { primary, standby, method, ...(rewindFailure ? { rewindFailure } : {}), ...(notSynced.length ? { slotsNotSynced: notSynced } : {}), ms: Date.now() - started };
+    onStep({ step: `node ${standby}`, ms: report.ms, detail: `standby of node ${primary} (${method}), synchronous${notSynced.length ? `; failover slots not yet synced: ${notSynced.join(', ')}` : ', failover slots synced'}` });
     return report;
   };
 

@@ -21,6 +21,21 @@ export interface StepEvent {
   detail: string;
 }
 
+/** Progress of a start-up: each `step` reports the time since the previous one; `total` since the first. */
+export function stepTimer(onStep: (event: StepEvent) => void): { step(name: string, detail: string): void; sinceLast(): number; total(): number } {
+  const t0 = Date.now();
+  let t = t0;
+  return {
+    step(name, detail) {
+      const now = Date.now();
+      onStep({ step: name, ms: now - t, detail });
+      t = now;
+    },
+    sinceLast: () => Date.now() - t,
+    total: () => Date.now() - t0,
+  };
+}
+
 /**
  * `stack up`: Java, jars, a port preflight, the rendered configs, PostgreSQL, then the JVMs. Each service
  * already running (ours) is left as it is.
@@ -32,17 +47,11 @@ export async function upStack(
   services: () => JvmService[],
   onStep: (event: StepEvent) => void,
 ): Promise<{ totalMs: number; startedAny: boolean }> {
-  const t0 = Date.now();
-  let t = t0;
-  const step = (name: string, detail: string) => {
-    const now = Date.now();
-    onStep({ step: name, ms: now - t, detail });
-    t = now;
-  };
+  const { step, sinceLast, total } = stepTimer(onStep);
   const jvms = services();
   const registry = jvms.find((s) => s.group === 'registry') as JvmService;
   step('java', `Kafka/Connect on Java ${jvms[0]?.java.version} (${jvms[0]?.java.home}); registry on Java ${registry.java.version}`);
-  const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
+  const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: sinceLast(), detail: `fetching ${name} from Maven Central…` }));
   await preflightPorts(paths, jvms);
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')} into ${paths.cacheDir}` : `cached in ${paths.cacheDir}`);
   const exactlyOnceSource = exactlyOnceSourceFor(config, paths, profile);
@@ -72,7 +81,7 @@ export async function upStack(
     const start = connectStarts[i] as StartedJvm;
     step(connect.name, `${await ready(connect, start.pid)}${start.started ? ` (${eos})` : ` (already running: ${eos} applies from its next start, after stack down)`}`);
   }
-  return { totalMs: Date.now() - t0, startedAny };
+  return { totalMs: total(), startedAny };
 }
 
 /**

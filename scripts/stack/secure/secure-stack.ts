@@ -12,7 +12,7 @@ import * as pg from '../postgres';
 import { describeFailure } from '../probes';
 import { isAlive, ownedPid, portInUse, removeFile, run, spawnDetached, stopProcess, tailLines, treeRssBytes, which } from '../processes';
 import { DEBEZIUM_PLUGIN_CLASSES, KAFKA } from '../settings';
-import { waitReady as startUpWaitReady, type StepEvent } from '../start-up';
+import { stepTimer, waitReady as startUpWaitReady, type StepEvent } from '../start-up';
 import type { ServiceStatus } from '../services';
 import { ensureCerts, stackCertsAt, type StackCerts } from './certs';
 import { secureGet, securePgClient, withSecureAdmin } from './secure-clients';
@@ -176,18 +176,12 @@ async function applyDefaultAcls(certs: StackCerts): Promise<number> {
 
 export async function upSecureStack(config: StackConfig, onStep: (event: StepEvent) => void): Promise<{ totalMs: number; paths: StackPaths }> {
   const paths = secureStackPaths(config);
-  const t0 = Date.now();
-  let t = t0;
-  const step = (name: string, detail: string) => {
-    const now = Date.now();
-    onStep({ step: name, ms: now - t, detail });
-    t = now;
-  };
+  const { step, sinceLast, total } = stepTimer(onStep);
   const rt: Runtime = {
     java: findJava('Kafka and Kafka Connect', 17, config.javaHome, 'JAVA_HOME'),
     registryJava: findJava('Apicurio Registry 3.3', 21, config.registryJavaHome, 'OUTBOX_REGISTRY_JAVA_HOME'),
   };
-  const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: Date.now() - t, detail: `fetching ${name} from Maven Central…` }));
+  const fetched = ensureJars(paths, (name) => onStep({ step: 'download', ms: sinceLast(), detail: `fetching ${name} from Maven Central…` }));
   step('jars', fetched.length ? `downloaded ${fetched.join(', ')}` : `cached in ${paths.cacheDir}`);
   const nginx = ensureNginx();
   for (const dir of [paths.configDir, paths.logDir, paths.pidDir, join(paths.stateDir, 'nginx')]) mkdirSync(dir, { recursive: true });
@@ -223,7 +217,7 @@ export async function upSecureStack(config: StackConfig, onStep: (event: StepEve
   { ...process.env, OUTBOX_CDC_PASSWORD: process.env.OUTBOX_CDC_PASSWORD || SECURE_POSTGRES.roles.cdc });
   step('registry', `${await waitReady(config, paths, certs, 'registry-proxy', proxy.pid)}${registry.started ? '' : ' (already running)'}`);
   step('connect', `${await waitReady(config, paths, certs, 'connect', connect.pid)}${connect.started ? '' : ' (already running)'}`);
-  return { totalMs: Date.now() - t0, paths };
+  return { totalMs: total(), paths };
 }
 
 export async function downSecureStack(config: StackConfig, clean: boolean, onStep: (event: StepEvent) => void): Promise<void> {
