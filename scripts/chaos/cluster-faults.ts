@@ -4,7 +4,7 @@
  * Each victim is found at the moment of the fault, on the real cluster, never assumed.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, sep } from 'node:path';
+import { join } from 'node:path';
 import type { OutboxConfig } from 'outbox-router/config';
 import { createConnectClient } from 'outbox-router/connector';
 import { createKafka } from 'outbox-router/kafka';
@@ -39,15 +39,21 @@ export async function brokerLeading(stack: Stack, config: OutboxConfig, topic: s
 /**
  * The active KRaft controller. A broker's metadata answer names a random broker as "controller" under
  * KRaft (clients cannot reach the quorum), and kafkajs has no DescribeQuorum, so this reads what each
- * node persists on every election: `__cluster_metadata-0/quorum-state`, a JSON object with the leader's
- * id and epoch. The newest epoch among the nodes' files names the leader.
+ * node persists on every election: `<log.dirs>/__cluster_metadata-0/quorum-state`, a JSON object with the
+ * leader's id and epoch. The newest epoch among the nodes' files names the leader. It looks one level down
+ * only (each broker's log.dirs in the state folder): a walk through the brokers' partition folders meets
+ * folders Kafka is deleting at that moment (`<topic>-<n>.<id>-delete`), and failed with ENOENT.
  */
 export function activeController(stateDir: string): { nodeId: number; epoch: number } | undefined {
-  const suffix = `__cluster_metadata-0${sep}quorum-state`;
   let best: { nodeId: number; epoch: number } | undefined;
-  for (const file of readdirSync(stateDir, { recursive: true }) as string[]) {
-    if (!file.endsWith(suffix)) continue;
-    const leader = quorumLeader(readFileSync(join(stateDir, file), 'utf8'));
+  for (const entry of readdirSync(stateDir)) {
+    let text: string;
+    try {
+      text = readFileSync(join(stateDir, entry, '__cluster_metadata-0', 'quorum-state'), 'utf8');
+    } catch {
+      continue; // not a broker's log.dirs, or no election recorded yet
+    }
+    const leader = quorumLeader(text);
     if (leader && (!best || leader.epoch > best.epoch)) best = leader;
   }
   return best;

@@ -148,7 +148,7 @@ export async function rebuildStandby(paths: StackPaths, onStep: (step: HaStep) =
     await alterRole(ctx, primary, 'primary', true);
     await waitStreaming(ctx, primary, standby, true);
     // A failover before the slots are synced would lose them: ready means ready to fail over.
-    const notSynced = await waitSlotsSynced(ctx, primary, standby);
+    const notSynced = await waitSlotsSynced(ctx, primary, standby, options.slotSyncWaitMs);
     const report = { primary, standby, method, ...(rewindFailure ? { rewindFailure } : {}), ...(notSynced.length ? { slotsNotSynced: notSynced } : {}), ms: Date.now() - started };
     onStep({ step: `node ${standby}`, ms: report.ms, detail: `standby of node ${primary} (${method}), synchronous${notSynced.length ? `; failover slots not yet synced: ${notSynced.join(', ')}` : ', failover slots synced'}` });
     return report;

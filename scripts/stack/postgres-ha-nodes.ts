@@ -28,6 +28,13 @@ export interface HaStep {
 export interface HaOptions {
   /** Other ports than the cluster profile's (tests). */
   ports?: Partial<HaPorts>;
+  /**
+   * How long rebuildStandby waits for the standby's synchronized, persistent copy of each failover slot
+   * (default 120 s). A synced slot stays temporary until its consumer advances it on the primary past the
+   * standby's oldest WAL, so with no consumer running (a test that decodes by hand) it may never persist:
+   * the wait then gives up and the report names the slots (slotsNotSynced).
+   */
+  slotSyncWaitMs?: number;
 }
 
 export interface HaContext {

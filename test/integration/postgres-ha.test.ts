@@ -196,8 +196,11 @@ describe('PostgreSQL 17 primary + synchronous standby with failover slots (clust
   });
 
   it('rebuilds the old primary as the synchronous standby, and fails over back with the slot', async () => {
-    const rebuilt = await rebuildStandby(paths, () => {}, options);
+    // Nothing consumes the slot on node b yet (syncToStandby below does), so its synced copy on node a may
+    // stay temporary: a short wait, and the report says which slot it gave up on.
+    const rebuilt = await rebuildStandby(paths, () => {}, { ...options, slotSyncWaitMs: 5_000 });
     expect(rebuilt).toMatchObject({ primary: 'b', standby: 'a' });
+    for (const slot of rebuilt.slotsNotSynced ?? []) expect(slot).toBe(failoverSlot);
     expect(['rewind', 'basebackup']).toContain(rebuilt.method);
     const status = await pairStatus(paths, options);
     expect(status.nodes.map((n) => [n.name, n.role, n.syncState])).toEqual([['a', 'standby', 'sync'], ['b', 'primary', undefined]]);
