@@ -16,7 +16,7 @@ END $$;
 -- tables, so what follows is exactly what each role has. One transaction: no moment without the grants
 -- below. Revoking a table privilege revokes the column privileges of that table too.
 REVOKE ALL ON ${outbox}, ${inbox}, ${parked}, ${heartbeat}, ${migrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
-REVOKE ALL ON ${outboxCleanupMarks}, ${outboxCleanupSlots}, ${outboxCleanupRegistrations} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
+REVOKE ALL ON ${outboxCleanupMarks}, ${outboxCleanupSlots}, ${outboxCleanupRegistrations}, ${topicPartitions} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON FUNCTION ${outboxCleanupFunction}(text, integer) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON FUNCTION ${outboxCleanupBelowFloorFunction}(text, integer, boolean) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};
 REVOKE ALL ON SEQUENCE ${parkedSequence} FROM ${cdcRole}, ${appRole}, ${monitorRole}, ${routerRole}, ${relayRole};

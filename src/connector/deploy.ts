@@ -6,6 +6,7 @@ import { isSecretKey } from '../log/redact';
 import { diffConfigs, formatDiff, redactConnectorConfig, type ConfigDiff } from './config-diff';
 import { createConnectClient, type ConnectClient, type ConnectorStatusInfo } from './connect-client';
 import { registerCleanupSlot, runOutboxCleanup } from '../cleanup';
+import { describeChange, recordPartitions } from '../topics/partition-record';
 import { countUnpublishedRows, forgetCleanupState, missingPrerequisites, prerequisiteError, readServerFacts, readSlot, withAdmin, type ServerFacts } from './database';
 import { deleteConnector } from './operations';
 import { quoteIdent } from './escape';
@@ -135,6 +136,8 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     const unchanged = result('unchanged', await checkUnchanged(deployment, current as Record<string, string>));
     unchanged.warnings = [...(unchanged.warnings ?? []), ...replicationMessages];
     await registerCleanupFloor(config, slotName, log); // a deployment from before migration 012 gets registered too
+    const changed = await recordRoutedPartitions(config, topics.partitions, log);
+    if (changed.length) unchanged.warnings = [...(unchanged.warnings ?? []), ...changed];
     return unchanged;
   }
   progress('diff', current ? `${formatDiff(diff).length} change(s)` : 'new connector');
@@ -164,7 +167,8 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
   const runningAfterMs = Date.now() - writeStarted;
   progress('wait', `connector and ${status.tasks.length} task(s) RUNNING after ${runningAfterMs} ms`);
   await registerCleanupFloor(config, slotName, log);
-  return result(current ? 'updated' : 'created', { status, runningAfterMs });
+  const changed = await recordRoutedPartitions(config, topics.partitions, log);
+  return result(current ? 'updated' : 'created', { status, runningAfterMs, ...(changed.length ? { warnings: changed } : {}) });
 }
 
 /**
@@ -208,6 +212,33 @@ async function registerCleanupFloor(config: OutboxConfig, slotName: string, log:
     });
   } catch (error) {
     log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not register the slot with the outbox cleanup: until it is registered the cleanup deletes nothing and the outbox grows. Run `outbox db:provision` (it creates the cleanup\'s tables), then `outbox connector:deploy` again, which registers it (docs/operations.md, "Outbox cleanup under CDC", has the INSERT to register it by hand)');
+  }
+}
+
+/**
+ * Records the routed topics' partition counts (migration 014), so `outbox status` can tell a count changed
+ * later outside `outbox topics:grow`. A count that already changed since the last record is said now, as a
+ * warning, and recorded: this deploy is its new reference. A database provisioned before 014 records nothing.
+ */
+async function recordRoutedPartitions(config: OutboxConfig, counts: Map<string, number> | undefined, log: Logger | undefined): Promise<string[]> {
+  if (!counts) return [];
+  try {
+    const replaced = await withAdmin(config, (db) => recordPartitions(db, config.outbox, counts, 'connector:deploy'));
+    if (replaced === null) {
+      log?.warn({ step: 'wait' }, 'the routed topics\' partition counts were not recorded: the database has no table for them yet. Run `outbox db:provision` (migration 014), then deploy again; until then `outbox status` cannot tell partitions added by hand');
+      return [];
+    }
+    const warnings = replaced.map((r) =>
+      describeChange(
+        { topic: r.topic, partitions: counts.get(r.topic) ?? 0, expected: r.partitions, source: r.recordedBy, since: r.recordedAt },
+        'grow with `outbox topics:grow` from now on. This deploy records the new count',
+      ),
+    );
+    for (const w of warnings) log?.warn({ step: 'guard' }, w);
+    return warnings;
+  } catch (error) {
+    log?.warn({ step: 'wait', err: { message: (error as Error).message } }, 'could not record the routed topics\' partition counts');
+    return [];
   }
 }
 

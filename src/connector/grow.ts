@@ -5,6 +5,8 @@ import { OutboxError } from '../errors';
 import { createKafka } from '../kafka';
 import type { Logger } from '../log';
 import { createConnectClient } from './connect-client';
+import { withAdmin } from './database';
+import { recordPartitions } from '../topics/partition-record';
 
 /**
  * Adding partitions to a routed topic without breaking per-key order (KAFKA-20030): a key's next events
@@ -40,6 +42,8 @@ export interface GrowReport {
   groups: string[];
   /** The connector stopped for the growth and resumed after it. */
   stoppedConnector?: string;
+  /** The new counts were recorded in the database (migration 014), so `outbox status` does not warn about them. */
+  recorded: boolean;
   ms: number;
 }
 
@@ -106,7 +110,9 @@ export async function growTopics(config: OutboxConfig, options: GrowOptions, dep
     }
     await admin.createPartitions({ topicPartitions: topics.map((topic) => ({ topic, count: partitions })) });
     logger?.info({ step: 'grow' }, `${topics.join(', ')} now have ${partitions} partitions`);
+    const recorded = await recordGrowth(config, topics, partitions, logger);
     return {
+      recorded,
       topics: topics.map((topic) => ({ topic, from: current.get(topic) ?? 0, to: partitions, endOffsets: final.get(topic) ?? {} })),
       groups: [...groups],
       ...(stopped ? { stoppedConnector: name } : {}),
@@ -116,6 +122,18 @@ export async function growTopics(config: OutboxConfig, options: GrowOptions, dep
     if (stopped) await connect.resume(name);
     if (!deps.admin) await admin.disconnect().catch(() => {});
   }
+}
+
+/** Records the grown topics' new count (a failure is a warning: the growth itself is done and safe). */
+async function recordGrowth(config: OutboxConfig, topics: readonly string[], partitions: number, logger: Logger | undefined): Promise<boolean> {
+  try {
+    const done = await withAdmin(config, (db) => recordPartitions(db, config.outbox, new Map(topics.map((t) => [t, partitions])), 'topics:grow'));
+    if (done !== null) return true;
+    logger?.warn({ step: 'record' }, 'the new partition counts were not recorded: the database has no table for them (run `outbox db:provision`, migration 014); `outbox status` will warn about these topics until `outbox connector:deploy` records them');
+  } catch (error) {
+    logger?.warn({ step: 'record', err: { message: (error as Error).message } }, 'the new partition counts could not be recorded in the database; `outbox status` will warn about these topics until `outbox connector:deploy` records them');
+  }
+  return false;
 }
 
 /** The partitions `groupId` has not committed up to their final end offset, as `topic/partition: committed < end`. */

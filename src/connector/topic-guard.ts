@@ -10,6 +10,7 @@ import { ConfigResourceTypes, type Admin } from 'kafkajs';
 import type { OutboxConfig } from '../config';
 import { createKafka } from '../kafka';
 import { topicNames } from '../topics';
+import { routedPartitionCounts } from '../topics/partition-record';
 import { DURABLE_REPLICAS, replicationProblems, type ExistingTopicReplication, type ReplicationFacts, type ReplicationProblem } from '../topics/replication';
 import type { GuardFinding } from './slot-guard';
 
@@ -135,6 +136,8 @@ export interface TopicCheck {
   durability?: string;
   /** On a cluster of 3+ brokers: what the replication rule refuses (src/topics/replication.ts). */
   replication: ReplicationProblem[];
+  /** Each existing routed topic's partition count (absent when the broker could not be read). */
+  partitions?: Map<string, number>;
 }
 
 /**
@@ -167,7 +170,8 @@ export async function topicFindings(config: OutboxConfig, admin?: TopicAdmin, cr
       });
       replication = replicationProblems(facts);
     }
-    return { findings, replication, ...(durability ? { durability } : {}) };
+    const partitions = reader.fetchTopicMetadata ? await routedPartitionCounts(reader as Required<TopicAdmin>, config.connector.topicReplacement) : undefined;
+    return { findings, replication, ...(durability ? { durability } : {}), ...(partitions ? { partitions } : {}) };
   } catch (error) {
     return {
       findings: [],

@@ -114,6 +114,11 @@ export function outboxCleanupRegistrations(outbox: { schema: string; table: stri
   return qualified(outbox.schema, derivedName(outbox.table, '_cleanup_registrations'));
 }
 
+/** The routed topics' recorded partition counts (migration 014): connector:deploy and topics:grow write them. */
+export function topicPartitionsTable(outbox: { schema: string; table: string }): string {
+  return qualified(outbox.schema, derivedName(outbox.table, '_topic_partitions'));
+}
+
 /** The CDC cleanup's bookkeeping tables of migration 011 (marks, and per slot its floor), escaped and schema-qualified. */
 export function outboxCleanupTables(outbox: { schema: string; table: string }): { marks: string; slots: string } {
   return { marks: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_marks')), slots: qualified(outbox.schema, derivedName(outbox.table, '_cleanup_slots')) };
@@ -137,6 +142,7 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outboxCleanupFunction: outboxCleanupFunctionName(outbox),
     outboxCleanupBelowFloorFunction: outboxCleanupBelowFloorFunctionName(outbox),
     outboxCleanupRegistrations: outboxCleanupRegistrations(outbox),
+    topicPartitions: topicPartitionsTable(outbox),
     outboxTxIdIndex: escapeIdentifier(derivedName(outbox.table, '_tx_id_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),

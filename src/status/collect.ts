@@ -6,6 +6,7 @@ import { STACK_HOST, STACK_PORTS } from '../config/local-stack';
 import { describeError, maskUrl, withTimeout } from './format';
 import { DEFAULT_OUTBOX_WARN_AGE_MS, DEFAULT_OUTBOX_WARN_BYTES, readOutboxTable } from './outbox-table';
 import { DEFAULT_PARKED_LIMIT, readParked } from './parked';
+import { readTopicPartitions } from './topic-partitions';
 import { readConnector, readDlq, readGroups, readSlots, readStack, readWatchdog, sharedAdmin, watchdogBase } from './sections';
 import type { Section, StatusReport } from './types';
 import { computeVerdict } from './verdict';
@@ -107,7 +108,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
   const db = config.database;
   const dbHint = `Check that PostgreSQL answers at ${db.host}:${db.port} (PGHOST/PGPORT; \`npm run stack:up\` for the local stack).`;
   try {
-    const [stack, connector, slots, consumerGroups, dlq, parked, outboxTable, watchdog] = await Promise.all([
+    const [stack, connector, slots, consumerGroups, dlq, parked, outboxTable, topicPartitions, watchdog] = await Promise.all([
       section('stack', timeoutMs, 'Run `outbox stack status` for details.', log, () => readStack(config)),
       section(
         'connector',
@@ -121,6 +122,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       section('dlq', timeoutMs, kafkaHint, log, kafkaRead('reading the dead-letter topics', async () => readDlq(await admin.get(), dlqTopics))),
       section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
       section('outboxTable', timeoutMs, dbHint, log, () => readOutboxTable(config, timeoutMs)),
+      section('topicPartitions', timeoutMs, `${kafkaHint} ${dbHint}`, log, kafkaRead('reading the routed topics\' partitions', async () => readTopicPartitions(config, await admin.get(), timeoutMs))),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
     ]);
     const options_ = {
@@ -135,7 +137,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       outboxWarnBytes: options.outboxWarnBytes ?? DEFAULT_OUTBOX_WARN_BYTES,
       outboxWarnPending: options.outboxWarnPending ?? null,
     };
-    const sections = { stack, connector, slots, consumerGroups, dlq, parked, outboxTable, watchdog };
+    const sections = { stack, connector, slots, consumerGroups, dlq, parked, outboxTable, topicPartitions, watchdog };
     if (connector.ok) connector.url = maskUrl(connector.url);
     // The deployed connector's own slot.name wins over the configured one (as in connector:status).
     if (connector.ok && slots.ok && connector.slotName && connector.slotName !== slots.slotName) {

@@ -169,6 +169,20 @@ export function renderStatus(status: StatusReport, options: RenderOptions = {}):
     );
   }
 
+  // Routed topics' partitions (shown when there are routed topics, or when they could not be read)
+  const tp = status.topicPartitions;
+  if (tp && !tp.ok) blocks.push(unreachable('Routed topics', tp) as string);
+  else if (tp && tp.topics.length > 0) {
+    const changed = new Map(tp.changes.map((c) => [c.topic, c]));
+    const rows = tp.topics.map((t) => {
+      const c = changed.get(t.topic);
+      const expected = c ? `${c.expected} (${c.source})` : t.recorded !== null ? String(t.recorded) : tp.creationDefault !== null ? `${tp.creationDefault} (creation default)` : '-';
+      return [t.topic, state(String(t.partitions), c ? 'warn' : 'good'), expected];
+    });
+    const note = tp.recorded ? '' : '\n  no record table (migration 014): `outbox db:provision`, then `outbox connector:deploy` records the counts';
+    blocks.push(`Routed topics (partitions against the count recorded by connector:deploy or topics:grow)\n${table(['topic', 'partitions', 'recorded'], rows)}${note}`);
+  }
+
   // Watchdog
   const { watchdog } = status;
   if (!watchdog.ok) blocks.push(unreachable('Watchdog', watchdog) as string);

@@ -6,6 +6,7 @@
 
 import type { SlotRow as SampledSlot } from '../watchdog/slot-query';
 import type { SlotReadiness } from '../watchdog/failover-rules';
+import type { PartitionChange } from '../topics/partition-record';
 
 export type Level = 'OK' | 'WARNING' | 'CRITICAL';
 
@@ -194,6 +195,17 @@ export interface OutboxTableData {
   pendingError: string | null;
 }
 
+/** The routed topics' partition counts against their record (src/topics/partition-record.ts). */
+export interface TopicPartitionsData {
+  /** False when the database has no record table (provisioned before migration 014): only the creation default is compared. */
+  recorded: boolean;
+  /** The deployed connector's topic.creation.default.partitions; null when not deployed or the broker's default (-1). */
+  creationDefault: number | null;
+  topics: Array<{ topic: string; partitions: number; recorded: number | null }>;
+  /** Topics whose count differs from their record (or, unrecorded, from the creation default): a warning each. */
+  changes: PartitionChange[];
+}
+
 export interface WatchdogData {
   url: string;
   running: boolean;
@@ -235,8 +247,9 @@ export interface StatusReport {
   dlq: Section<DlqData>;
   parked: Section<ParkedData>;
   outboxTable: Section<OutboxTableData>;
+  topicPartitions: Section<TopicPartitionsData>;
   watchdog: Section<WatchdogData>;
 }
 
-export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'outboxTable' | 'watchdog';
-export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'outboxTable', 'watchdog'];
+export type SectionName = 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'outboxTable' | 'topicPartitions' | 'watchdog';
+export const SECTION_NAMES: readonly SectionName[] = ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'outboxTable', 'topicPartitions', 'watchdog'];

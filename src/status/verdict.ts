@@ -1,10 +1,11 @@
 import { formatDuration as formatAge } from '../watchdog/slot-lag-rules';
 import { formatBytes, formatDuration } from './format';
+import { describeChange } from '../topics/partition-record';
 import type { Level, StatusReport, Verdict } from './types';
 
 /** What the verdict is computed from: the sections and the thresholds, not the verdict itself. */
 export type VerdictInput = Pick<StatusReport, 'stack' | 'connector' | 'slots' | 'consumerGroups' | 'dlq' | 'parked' | 'watchdog'> &
-  Partial<Pick<StatusReport, 'outboxTable'>> & {
+  Partial<Pick<StatusReport, 'outboxTable' | 'topicPartitions'>> & {
     options: Pick<StatusReport['options'], 'lagWarn' | 'groupsGiven'> &
       Partial<Pick<StatusReport['options'], 'parkedWarnKeys' | 'parkedWarnAgeMs' | 'outboxWarnAgeMs' | 'outboxWarnBytes' | 'outboxWarnPending'>>;
   };
@@ -17,6 +18,7 @@ const SECTION_LABELS: Record<keyof Omit<VerdictInput, 'options'>, string> = {
   dlq: 'DLQ',
   parked: 'parked keys',
   outboxTable: 'outbox table',
+  topicPartitions: 'routed topics\' partitions',
   watchdog: 'watchdog',
 };
 
@@ -133,6 +135,9 @@ export function computeVerdict(input: VerdictInput): Verdict {
       warning(`outbox table ${outbox.table}: ${outbox.pendingCapped ? 'at least ' : ''}${outbox.pendingRows} rows with published_at IS NULL (over --outbox-warn-pending ${outboxWarnPending})`);
     }
   }
+
+  const partitions = input.topicPartitions;
+  if (partitions?.ok) for (const change of partitions.changes) warning(describeChange(change));
 
   if (watchdog.ok && watchdog.running) {
     if (watchdog.firing.length > 0) warning(`watchdog: ${watchdog.firing.length} alert(s) firing: ${watchdog.firing.join(', ')}`);

@@ -252,7 +252,7 @@ describe('outbox status (real stack)', () => {
       const args = [MAIN, 'status', '--json', '--config', file, '--timeout', '15000', '--dlq-topics', `^${dlqTopic.replace(/\./g, '\\.')}$`, '--group', groupId, '--watchdog-url', `http://wd:${secret}@127.0.0.1:1/metrics`];
       const { code, stdout, stderr } = await run(process.execPath, args, env);
       const parsed = JSON.parse(stdout) as StatusReport;
-      for (const name of ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'watchdog'] as const) {
+      for (const name of ['stack', 'connector', 'slots', 'consumerGroups', 'dlq', 'parked', 'outboxTable', 'topicPartitions', 'watchdog'] as const) {
         expect(typeof parsed[name].ok).toBe('boolean');
       }
       expect(parsed.dlq).toMatchObject({ ok: true, total: DLQ_RECORDS, topics: [{ topic: dlqTopic, partitions: 2, depth: DLQ_RECORDS }] });

@@ -17,6 +17,8 @@ import { createLogger } from '../../src/log';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
 import { createRouter, type Router } from '../../src/router';
+import { collectStatus } from '../../src/status';
+import { readRecordedPartitions } from '../../src/topics/partition-record';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
 import { waitsUpTo } from '../support/until';
@@ -89,12 +91,16 @@ describe('growing a routed topic without breaking per-key order', () => {
       }
     };
     // A third before the growth, a third while it runs (held in the WAL while the connector is stopped), a third after.
+    // connector:deploy recorded the topic as it found it (migration 014).
+    expect(await readRecordedPartitions(pool, config.outbox)).toEqual([expect.objectContaining({ topic, partitions: 2, recordedBy: 'connector:deploy' })]);
     for (let n = 0; n < 15; n++) await writeRound(n);
     await until('the first third applied', async () => router?.stats().applied ?? 0, (a) => a >= keys.length * 15);
     const growing = growTopics(config, { topics: [topic], partitions: 6, groups: [groupId], producer: 'connector', settleMs: 2_000, timeoutMs: 120_000 });
     for (let n = 15; n < 30; n++) await writeRound(n);
     const report = await growing;
     expect(report.topics).toEqual([expect.objectContaining({ topic, from: 2, to: 6 })]);
+    expect(report.recorded).toBe(true);
+    expect(await readRecordedPartitions(pool, config.outbox)).toEqual([expect.objectContaining({ topic, partitions: 6, recordedBy: 'topics:grow' })]);
     for (let n = 30; n < perKey; n++) await writeRound(n);
     await until('everything applied', async () => router?.stats().applied ?? 0, (a) => a >= keys.length * perKey);
     const rows = (await pool.query<{ key: string; n: number }>('SELECT key, n FROM applied ORDER BY seq')).rows;
@@ -113,5 +119,28 @@ describe('growing a routed topic without breaking per-key order', () => {
     expect((error as Error).message).toContain(`never-${groupId}`);
     expect(await admin.fetchTopicOffsets(topic)).toHaveLength(6);
     await until('the connector running again', async () => (await createConnectClient(config.connect).status(config.connector.name))?.connector.state, (s) => s === 'RUNNING');
+  });
+
+  it('outbox status warns about partitions added outside topics:grow, and the next deploy says so and records them', async () => {
+    const partitionsSection = async () => {
+      const status = await collectStatus(config, { groups: [groupId] });
+      if (!status.topicPartitions.ok) throw new Error(status.topicPartitions.error);
+      return { section: status.topicPartitions, reasons: status.verdict.reasons.map((r) => r.message) };
+    };
+    const before = await partitionsSection();
+    expect(before.section.changes).toEqual([]);
+    expect(before.section.topics).toEqual([{ topic, partitions: 6, recorded: 6 }]);
+    expect(before.reasons.filter((r) => r.includes(topic))).toEqual([]);
+
+    await admin.createPartitions({ topicPartitions: [{ topic, count: 7 }] });
+    const after = await partitionsSection();
+    expect(after.section.changes).toEqual([expect.objectContaining({ topic, partitions: 7, expected: 6, source: 'topics:grow' })]);
+    expect(after.reasons).toContainEqual(expect.stringContaining(`topic ${topic} has 7 partitions, not 6 when topics:grow recorded it`));
+
+    const deployed = await deployConnector(config);
+    expect(deployed.warnings).toContainEqual(expect.stringContaining(`topic ${topic} has 7 partitions, not 6 when topics:grow recorded it`));
+    expect(deployed.warnings).toContainEqual(expect.stringContaining('This deploy records the new count'));
+    expect((await partitionsSection()).section.changes).toEqual([]);
+    expect(await readRecordedPartitions(pool, config.outbox)).toEqual([expect.objectContaining({ topic, partitions: 7, recordedBy: 'connector:deploy' })]);
   });
 });

@@ -45,6 +45,7 @@ describe('loadMigrations (shipped files)', () => {
       [11, 'outbox_cleanup'],
       [12, 'outbox_cleanup_slot_identity'],
       [13, 'inbox_text_ids'],
+      [14, 'topic_partitions'],
     ]);
   });
 
@@ -211,6 +212,7 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.table}_cleanup_marks`,
     `${hostile.table}_cleanup_slots`,
     `${hostile.table}_cleanup_registrations`,
+    `${hostile.table}_topic_partitions`,
     `${hostile.table}_cleanup_below_floor`,
     `${hostile.table}_tx_id_idx`,
   ]);

@@ -77,6 +77,7 @@ export function healthy(): StatusReport {
       pendingCapped: false,
       pendingError: null,
     },
+    topicPartitions: { ok: true, ms: 6, recorded: true, creationDefault: 3, topics: [{ topic: 'outbox.event.order', partitions: 3, recorded: 3 }], changes: [] },
     watchdog: { ok: true, ms: 3, url: 'http://127.0.0.1:9465', running: false, httpStatus: null, health: null, firing: [] },
   };
 }
