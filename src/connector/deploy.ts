@@ -163,7 +163,12 @@ export async function deployConnector(config: OutboxConfig, options: DeployOptio
     await createStoppedThenResume(deployment);
   }
 
-  const status = await waitForRunning(client, name, { timeoutMs: config.connector.deployTimeoutMs, expectTaskConfig, ...options.wait });
+  const status = await waitForRunning(client, name, {
+    timeoutMs: config.connector.deployTimeoutMs,
+    expectTaskConfig,
+    onStaleStatus: (message) => log?.warn({ step: 'wait' }, message),
+    ...options.wait,
+  });
   const runningAfterMs = Date.now() - writeStarted;
   progress('wait', `connector and ${status.tasks.length} task(s) RUNNING after ${runningAfterMs} ms`);
   await registerCleanupFloor(config, slotName, log);

@@ -34,6 +34,17 @@ export interface WaitOptions {
   /** Task config entries that must already be in effect (null: absent), so the old tasks' RUNNING does not count. */
   expectTaskConfig?: Readonly<Record<string, string | null>>;
   onProgress?: (status: ConnectorStatusInfo | undefined) => void;
+  /**
+   * Every task RUNNING while the connector's own status still says STOPPED, PAUSED or UNASSIGNED for this
+   * long (default 20 s) is a stale status, not a state: tasks run only under a started connector. Seen on
+   * a two-worker Connect cluster under load, after a connector made STOPPED was resumed: its status stayed
+   * STOPPED for the whole 90 s the deploy waited, with the task streaming. A restart of the connector
+   * instance alone (no task restarts; POST /connectors/<name>/restart) makes its worker write the status
+   * again. Done once; 0 turns it off.
+   */
+  staleStatusMs?: number;
+  /** Told when the stale status was seen and the connector instance restarted. */
+  onStaleStatus?: (message: string) => void;
 }
 
 function summary(status: ConnectorStatusInfo | undefined): string {
@@ -65,11 +76,26 @@ export async function waitForRunning(client: ConnectClient, name: string, option
   const pollMs = options.pollMs ?? 250;
   const settleMs = options.settleMs ?? 1_500;
   const deadline = Date.now() + options.timeoutMs;
+  const staleStatusMs = options.staleStatusMs ?? 20_000;
   let runningSince: number | undefined;
+  let staleSince: number | undefined;
+  let restarted = false;
   let last: ConnectorStatusInfo | undefined;
   for (;;) {
     last = await client.status(name);
     options.onProgress?.(last);
+    if (last && !restarted && staleStatusMs > 0 && staleConnectorStatus(last)) {
+      staleSince ??= Date.now();
+      if (Date.now() - staleSince >= staleStatusMs) {
+        restarted = true;
+        options.onStaleStatus?.(
+          `connector ${name} reports ${last.connector.state} while its ${last.tasks.length} task(s) run, for ${Math.round((Date.now() - staleSince) / 1000)} s: a stale status; restarting the connector instance (not its tasks) so its worker reports it again`,
+        );
+        await client.restart(name, { includeTasks: false, onlyFailed: false });
+      }
+    } else {
+      staleSince = undefined;
+    }
     if (last) {
       const error = connectorFailure(name, last);
       // A FAILED status from before a config update is the old tasks' (deploy restarts them): only a
@@ -94,6 +120,11 @@ export async function waitForRunning(client: ConnectClient, name: string, option
     }
     await sleep(pollMs);
   }
+}
+
+/** Pure: every task RUNNING under a connector whose own status says it is not started. */
+export function staleConnectorStatus(status: ConnectorStatusInfo): boolean {
+  return ['STOPPED', 'PAUSED', 'UNASSIGNED'].includes(status.connector.state) && status.tasks.length > 0 && status.tasks.every((t) => t.state === 'RUNNING');
 }
 
 /** Polls until Connect no longer lists the connector. */

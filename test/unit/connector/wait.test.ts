@@ -49,6 +49,30 @@ describe('waitForRunning', () => {
     expect(polls()).toBeGreaterThan(2);
   });
 
+  it('restarts the connector instance once when its status stays STOPPED while every task runs (a stale status), then sees RUNNING', async () => {
+    // Connect keeps answering the stale status until the connector instance is restarted.
+    let restarted: unknown;
+    const client = {
+      status: async () => (restarted ? status('RUNNING', { state: 'RUNNING' }) : status('STOPPED', { state: 'RUNNING' })),
+      tasks: async () => [],
+      restart: async (_name: string, options: unknown) => void (restarted = options),
+    } as unknown as ConnectClient;
+    const told: string[] = [];
+    const result = await waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 5, settleMs: 0, staleStatusMs: 50, onStaleStatus: (m) => told.push(m) });
+    expect(result.connector.state).toBe('RUNNING');
+    expect(restarted).toEqual({ includeTasks: false, onlyFailed: false });
+    expect(told).toEqual([expect.stringMatching(/^connector c reports STOPPED while its 1 task\(s\) run, for \d+ s: a stale status; restarting the connector instance \(not its tasks\)/)]);
+  });
+
+  it('does not restart anything for a connector without tasks yet, or one whose tasks are not all RUNNING', async () => {
+    let restarts = 0;
+    for (const stale of [status('STOPPED'), status('PAUSED', { state: 'RUNNING' }, { state: 'UNASSIGNED' })]) {
+      const client = { status: async () => stale, tasks: async () => [], restart: async () => void (restarts += 1) } as unknown as ConnectClient;
+      await rejection(waitForRunning(client, 'c', { timeoutMs: 80, pollMs: 5, staleStatusMs: 10 }));
+    }
+    expect(restarts).toBe(0);
+  });
+
   it('times out with the last state seen, as a retriable CONNECTOR_TIMEOUT', async () => {
     const { client } = fakeClient([status('RUNNING', { state: 'UNASSIGNED' })]);
     const error = await rejection(waitForRunning(client, 'c', { timeoutMs: 30, pollMs: 5 }));
