@@ -5,6 +5,7 @@ import type { Logger } from 'outbox-router/log';
 import { sleep } from 'outbox-router/retry';
 import type { OutboxConfig } from 'outbox-router/config';
 import { failoverNote } from '../stack/cluster-postgres';
+import { waitFailoverReady } from '../stack/postgres-ha';
 import type { ServiceName, Stack } from '../stack/stack';
 import { activeController, brokerLeading, brokerService, workerRunningTask } from './cluster-faults';
 import { measureRecovery } from './checks';
@@ -136,6 +137,9 @@ async function injectFault(kind: FaultKind, record: FaultRecord, ctx: FaultConte
   return { injectedAt };
 }
 
+/** How long a failover fault waits for the connector's slot on the standby before the run fails. */
+const SLOT_SYNC_WAIT_MS = 180_000;
+
 /** A fault of the cluster profile: one broker, one worker or the primary, found on the live cluster. */
 async function injectClusterFault(kind: FaultKind, record: FaultRecord, ctx: FaultContext): Promise<{ injectedAt: number; afterRecovery: () => Promise<void> }> {
   const { stack, log, config, topic } = ctx;
@@ -146,6 +150,14 @@ async function injectClusterFault(kind: FaultKind, record: FaultRecord, ctx: Fau
     record.notes.push(`${what} back in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   };
   if (kind === 'failover-postgres') {
+    // The fault is a survivable crash: one the HA manager fails over only once the connector's slot is on
+    // the standby (a failover before that loses the slot, which no pipeline survives; the watchdog's
+    // FailoverSlotNotReady and the deploy's SLOT_MISSING_AFTER_FAILOVER cover that case).
+    const ready = await waitFailoverReady(stack.paths, [config.connector.slotName], SLOT_SYNC_WAIT_MS);
+    if (ready.missing.length > 0) {
+      throw new Error(`chaos: the standby still has no synced, persistent copy of slot ${ready.missing.join(', ')} after ${SLOT_SYNC_WAIT_MS / 1000} s; a failover now would lose it (read the standby's postgres.log for "could not synchronize replication slot")`);
+    }
+    record.notes.push(`slot ${config.connector.slotName} synced on the standby (waited ${(ready.waitedMs / 1000).toFixed(1)} s)`);
     const report = await stack.failoverPostgres();
     const injectedAt = Date.now() - (report.totalMs - report.killToPromotedMs);
     record.notes.push(failoverNote(report));

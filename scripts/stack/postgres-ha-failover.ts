@@ -119,6 +119,21 @@ export async function failover(paths: StackPaths, { kill = true }: { kill?: bool
   };
 }
 
+/**
+ * Waits until the standby holds a synchronized, persistent copy of each named failover slot that exists on
+ * the primary (a name with no failover slot there is not waited for). A failover before that loses the
+ * slot: its consumer (Debezium) then refuses its stored offset for good. PostgreSQL 17 keeps a new slot's
+ * copy temporary until the slot's consumer moves it past what the standby can decode, which takes as long
+ * as its first confirmations. Returns the slots still missing when `timeoutMs` ran out, and the wait.
+ */
+export async function waitFailoverReady(paths: StackPaths, slotNames: readonly string[], timeoutMs: number, options: HaOptions = {}): Promise<{ missing: string[]; waitedMs: number }> {
+  const ctx = haContext(paths, options);
+  const primary = currentPrimary(ctx);
+  const started = Date.now();
+  const missing = await waitSlotsSynced(ctx, primary, peerOf(primary), timeoutMs, slotNames);
+  return { missing, waitedMs: Date.now() - started };
+}
+
 export interface RebuildReport {
   primary: NodeName;
   standby: NodeName;

@@ -304,14 +304,14 @@ export async function stopProxy(ctx: HaContext): Promise<boolean> {
  * then comes up with no slot, which Debezium's stored offset then cannot resume from. Returns the slots
  * still missing after `timeoutMs` (none when the pair is ready to fail over).
  */
-export async function waitSlotsSynced(ctx: HaContext, primary: NodeName, standby: NodeName, timeoutMs = 120_000): Promise<string[]> {
+export async function waitSlotsSynced(ctx: HaContext, primary: NodeName, standby: NodeName, timeoutMs = 120_000, only?: readonly string[]): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   let missing: string[] = [];
   for (;;) {
     const wanted = await withNode(ctx, primary, (c) => c.query<{ slot_name: string }>("SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical' AND failover"));
     const have = await withNode(ctx, standby, (c) => c.query<{ slot_name: string }>('SELECT slot_name FROM pg_replication_slots WHERE synced AND NOT temporary'));
     const synced = new Set(have.rows.map((r) => r.slot_name));
-    missing = wanted.rows.map((r) => r.slot_name).filter((s) => !synced.has(s));
+    missing = wanted.rows.map((r) => r.slot_name).filter((s) => !synced.has(s) && (!only || only.includes(s)));
     if (missing.length === 0 || Date.now() > deadline) return missing;
     await sleep(250);
   }

@@ -32,7 +32,7 @@ import {
 } from './postgres-ha-nodes';
 import { treeRssBytes } from './processes';
 
-export { failover, rebuildStandby, type FailoverReport, type RebuildReport, type SlotState } from './postgres-ha-failover';
+export { failover, rebuildStandby, waitFailoverReady, type FailoverReport, type RebuildReport, type SlotState } from './postgres-ha-failover';
 export { haContext, switchProxy, type HaContext, type HaOptions, type HaStep } from './postgres-ha-nodes';
 export { HA_PORTS, HA_POSTGRES_VERSION, type HaPorts, type NodeName } from './postgres-ha-config';
 

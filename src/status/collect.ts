@@ -89,12 +89,16 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
   const log = options.logger;
 
   const kafkaHint = `Check that Kafka answers at ${config.kafka.brokers.join(',')} (KAFKA_BROKERS; \`npm run stack:up\` for the local stack).`;
-  const admin = sharedAdmin(() =>
+  const statusKafka = () =>
     createKafka(config, {
       role: 'status',
       overrides: { connectionTimeout: timeoutMs, requestTimeout: timeoutMs, retry: { retries: 1, initialRetryTime: 100, maxRetryTime: 1_000 } },
-    }),
-  );
+    });
+  const admin = sharedAdmin(statusKafka);
+  // Its own client: kafkajs keeps one set of metadata target topics per client, and this section's
+  // metadata request for the routed topics, run beside the DLQ section's offsets on the same client, made
+  // that one fail ("Cannot destructure property 'partitions' of 'low.pop(...)'").
+  const partitionsAdmin = sharedAdmin(statusKafka);
   // A refused credential, ACL or certificate is its own error (naming the principal and the fix), not "check that Kafka answers".
   const kafkaRead =
     <T>(what: string, read: () => Promise<T>) =>
@@ -122,7 +126,7 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       section('dlq', timeoutMs, kafkaHint, log, kafkaRead('reading the dead-letter topics', async () => readDlq(await admin.get(), dlqTopics))),
       section('parked', timeoutMs, dbHint, log, () => readParked(config, timeoutMs, parkedLimit)),
       section('outboxTable', timeoutMs, dbHint, log, () => readOutboxTable(config, timeoutMs)),
-      section('topicPartitions', timeoutMs, `${kafkaHint} ${dbHint}`, log, kafkaRead('reading the routed topics\' partitions', async () => readTopicPartitions(config, await admin.get(), timeoutMs))),
+      section('topicPartitions', timeoutMs, `${kafkaHint} ${dbHint}`, log, kafkaRead('reading the routed topics\' partitions', async () => readTopicPartitions(config, await partitionsAdmin.get(), timeoutMs))),
       section('watchdog', timeoutMs, `Check the watchdog at ${maskUrl(watchdogUrl)} (--watchdog-url).`, log, () => readWatchdog(watchdogUrl, timeoutMs)),
     ]);
     const options_ = {
@@ -160,6 +164,6 @@ export async function collectStatus(config: OutboxConfig, options: StatusOptions
       ...sections,
     };
   } finally {
-    await admin.close();
+    await Promise.all([admin.close(), partitionsAdmin.close()]);
   }
 }

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from 'pg';
 import { defaultCacheDir, stackPaths, type StackPaths } from '../../scripts/stack/paths';
 import { adminClient } from '../../scripts/stack/postgres';
-import { downPair, failover, pairStatus, rebuildStandby, upPair, type NodeName, type SlotState } from '../../scripts/stack/postgres-ha';
+import { downPair, failover, pairStatus, rebuildStandby, upPair, waitFailoverReady, type NodeName, type SlotState } from '../../scripts/stack/postgres-ha';
 import { randomIdentifier } from '../support/stack-env';
 
 jest.setTimeout(120_000);
@@ -148,8 +148,12 @@ describe('PostgreSQL 17 primary + synchronous standby with failover slots (clust
     await query(ports.proxy, "SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)", [failoverSlot]);
     await query(ports.proxy, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [plainSlot]);
     for (let id = 1; id <= 5; id += 1) await query(ports.proxy, `INSERT INTO ${table} VALUES ($1, 'consumed')`, [id]);
+    // Not consumed yet: the standby cannot persist its copy, so a failover now would lose the slot, and
+    // waitFailoverReady (what the chaos run's failover fault waits on) names it; a plain slot is not waited for.
+    expect(await waitFailoverReady(paths, [failoverSlot, plainSlot], 1_000, options)).toMatchObject({ missing: [failoverSlot] });
     // Consumed: rows 1-5 are behind the slot's confirmed position.
     const synced = await syncToStandby(ports.a, ports.b, failoverSlot);
+    expect((await waitFailoverReady(paths, [failoverSlot], 5_000, options)).missing).toEqual([]);
     expect(synced).toMatchObject({ slot_type: 'logical', failover: true, synced: true, temporary: false, invalidation_reason: null });
     expect(await query(ports.b, 'SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [plainSlot])).toEqual([]);
     const standby = (await pairStatus(paths, options)).nodes.find((n) => n.name === 'b');

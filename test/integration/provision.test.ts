@@ -47,7 +47,7 @@ describe('db:provision', () => {
     expect(MIGRATIONS).toHaveLength(14);
     expect(MIGRATIONS.slice(0, 7)).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index', '7_outbox_order']);
     expect(first.applied).toEqual(MIGRATIONS);
-    expect(MIGRATIONS.slice(7)).toEqual(['8_outbox_limits', '9_parked_head_index', '10_inbox_retention', '11_outbox_cleanup', '12_outbox_cleanup_slot_identity', '13_inbox_text_ids']);
+    expect(MIGRATIONS.slice(7)).toEqual(['8_outbox_limits', '9_parked_head_index', '10_inbox_retention', '11_outbox_cleanup', '12_outbox_cleanup_slot_identity', '13_inbox_text_ids', '14_topic_partitions']);
     expect(first.rolesCreated.sort()).toEqual(ROLE_KINDS.map((kind) => config.roles[kind]).sort());
 
     const second = await provision(config);
@@ -380,7 +380,7 @@ describe('db:provision', () => {
       expect(report.applied).toEqual(MIGRATIONS);
       await withClient(other.name, async (c) => {
         const t = await c.query("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE 'we%' ORDER BY table_name");
-        expect(t.rows.map((r) => r.table_name)).toEqual(['hb$$', 'in box', 'in box_parked', 'out"box', 'out"box_cleanup_marks', 'out"box_cleanup_registrations', 'out"box_cleanup_slots', 'outbox_migrations']);
+        expect(t.rows.map((r) => r.table_name)).toEqual(['hb$$', 'in box', 'in box_parked', 'out"box', 'out"box_cleanup_marks', 'out"box_cleanup_registrations', 'out"box_cleanup_slots', 'out"box_topic_partitions', 'outbox_migrations']);
         const pub = await c.query('SELECT 1 FROM pg_publication WHERE pubname = $1', ['pub"; --']);
         expect(pub.rowCount).toBe(1);
         const publicSchema = await c.query("SELECT 1 FROM pg_namespace WHERE nspname = 'public'");
