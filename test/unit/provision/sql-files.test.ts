@@ -45,6 +45,7 @@ describe('loadMigrations (shipped files)', () => {
       [11, 'outbox_cleanup'],
       [12, 'outbox_cleanup_slot_identity'],
       [13, 'inbox_text_ids'],
+      [15, 'outbox_partitions'],
     ]);
   });
 
@@ -213,6 +214,7 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.table}_cleanup_registrations`,
     `${hostile.table}_cleanup_below_floor`,
     `${hostile.table}_tx_id_idx`,
+    `${hostile.table}_partitions`,
   ]);
 
   const rendered: Array<[string, string]> = [
