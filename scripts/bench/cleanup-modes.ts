@@ -94,6 +94,8 @@ async function phase(s: Setup, seconds: number, concurrency: number): Promise<Ph
   await pool.query('CHECKPOINT');
   const lsn = async () => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
   const start = await lsn();
+  // Partitions ahead: no cleanup ran for this database during the other modes' phases.
+  await cleanUp(s);
   let writing = true;
   const background = (async () => {
     let tick = 0;
@@ -102,10 +104,12 @@ async function phase(s: Setup, seconds: number, concurrency: number): Promise<Ph
       await readSlot(pool, s.db.config);
       if (++tick % 2 === 0) await cleanUp(s);
     }
-  })();
-  const run = await measureWriter(pool, s.mode, s.writer, concurrency, seconds, undefined, 'statement');
-  writing = false;
-  await background;
+  })().catch((error: unknown) => error);
+  const run = await measureWriter(pool, s.mode, s.writer, concurrency, seconds, undefined, 'statement').finally(() => {
+    writing = false;
+  });
+  const failed = await background;
+  if (failed) throw failed instanceof Error ? failed : new Error(String(failed));
   const drainStarted = Date.now();
   // Drained: the slot has read everything and the cleanup has removed every row (a partition goes once
   // its window has ended a window ago, so partition mode waits up to two windows).
