@@ -183,6 +183,14 @@ BEGIN
             WHERE i.inhparent = v_root) b
        WHERE b.hi_ms <= (v_now_ms / v_width_ms - 1) * v_width_ms ORDER BY b.lo_ms
     LOOP
+      -- The same checks first without the locks: a partition that already fails them (rows newer than
+      -- the mark) is kept without making writers wait. Only a pass is decisive, and only under the locks.
+      EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s o WHERE o.published_at IS NULL AND o.tx_id IS NULL)', v_part.oid::regclass) INTO v_nulls;
+      EXECUTE format('SELECT min(o.tx_id), max(o.tx_id) FROM %s o WHERE o.published_at IS NULL', v_part.oid::regclass) INTO v_min, v_max;
+      IF v_nulls OR (v_min IS NOT NULL AND (v_min < v_seen.floor_tx_id OR v_max >= v_safe.snapshot_xmin)) THEN
+        v_kept := v_kept + 1;
+        CONTINUE;
+      END IF;
       BEGIN
         EXECUTE format('LOCK TABLE ONLY %s IN ACCESS EXCLUSIVE MODE', v_root::regclass);
         EXECUTE format('LOCK TABLE ONLY %s IN ACCESS EXCLUSIVE MODE', v_part.oid::regclass);
