@@ -50,6 +50,8 @@ GRANT SELECT (created_at, published_at) ON ${outbox} TO ${monitorRole};
 -- rows the slot has confirmed. Under CDC "waiting" is "not confirmed by the slot yet" (migration 012):
 -- the writing transaction's id and the cleanup's per-slot positions, still nothing of the payload.
 GRANT EXECUTE ON FUNCTION ${outboxCleanupFunction}(text, integer) TO ${monitorRole};
+-- …or, with outbox.cleanupMode 'partition', makes partitions ahead and drops confirmed ones (migration 015).
+GRANT EXECUTE ON FUNCTION ${outboxPartitionsFunction}(text, integer, integer, integer) TO ${monitorRole};
 GRANT SELECT (tx_id) ON ${outbox} TO ${monitorRole};
 GRANT SELECT (slot_name, floor_tx_id, safe_xmin) ON ${outboxCleanupSlots} TO ${monitorRole};
 

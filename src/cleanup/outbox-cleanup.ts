@@ -8,6 +8,7 @@
 import type { Pool } from 'pg';
 import { pgCode, runCleanup } from '../db';
 import { OutboxError } from '../errors';
+import { runPartitionCleanup } from './partition-cleanup';
 import { outboxCleanupBelowFloorFunctionName, outboxCleanupFunctionName, outboxCleanupRegistrations } from '../provision/sql-files';
 
 /**
@@ -18,8 +19,11 @@ import { outboxCleanupBelowFloorFunctionName, outboxCleanupFunctionName, outboxC
 export type CleanupRefusal = 'unregistered' | 'recreated' | 'statistics-missing';
 
 export interface OutboxCleanupOptions {
-  /** The outbox (schema, table) and the connector's slot. */
-  outbox: { schema: string; table: string };
+  /**
+   * The outbox (schema, table) and the connector's slot. cleanupMode 'partition' (outbox.cleanupMode)
+   * drops confirmed partitions instead of deleting rows (src/cleanup/partition-cleanup.ts).
+   */
+  outbox: { schema: string; table: string; cleanupMode?: 'delete' | 'partition'; partitionSeconds?: number; partitionsAhead?: number };
   slotName: string;
   /** Rows per DELETE (each its own transaction). */
   batchSize: number;
@@ -43,6 +47,8 @@ export interface OutboxCleanupRun {
   /** Set when the run deleted nothing on principle (see CleanupRefusal); null otherwise. */
   refused: CleanupRefusal | null;
   durationMs: number;
+  /** cleanupMode 'partition': partitions made ahead, dropped, left (not yet provably read), and calls that met a lock timeout. */
+  partitions?: { created: number; dropped: number; kept: number; lockTimeouts: number };
 }
 
 interface BatchRow {
@@ -56,6 +62,10 @@ interface BatchRow {
 }
 
 export async function runOutboxCleanup(pool: Pick<Pool, 'query'>, options: OutboxCleanupOptions): Promise<OutboxCleanupRun> {
+  if (options.outbox.cleanupMode === 'partition') {
+    const { schema, table, partitionSeconds = 3600, partitionsAhead = 24 } = options.outbox;
+    return runPartitionCleanup(pool, { ...options, outbox: { schema, table, partitionSeconds, partitionsAhead } }, cleanupError);
+  }
   const started = performance.now();
   const fn = outboxCleanupFunctionName(options.outbox);
   let last: BatchRow | undefined;
@@ -157,7 +167,7 @@ export async function runBelowFloorCleanup(pool: Pick<Pool, 'query'>, options: B
 function cleanupError(error: unknown, fn: string): unknown {
   const code = pgCode(error);
   if (code === '42883' || code === '42P01') {
-    return new OutboxError('OUTBOX_CLEANUP_UNAVAILABLE', `The outbox cleanup's ${fn} does not exist: run \`outbox db:provision\` (migrations 011 and 012 create it).`, { cause: error });
+    return new OutboxError('OUTBOX_CLEANUP_UNAVAILABLE', `The outbox cleanup's ${fn} does not exist: run \`outbox db:provision\` (migrations 011, 012 and 015 create it).`, { cause: error });
   }
   if (code === '42501') {
     return new OutboxError('OUTBOX_CLEANUP_UNAVAILABLE', `The role may not run ${fn}: run \`outbox db:provision\`, which grants EXECUTE to roles.monitor (the watchdog's role), or connect as that role.`, { cause: error });

@@ -59,6 +59,8 @@ function cleanupCommand(): Command {
                 ? `outbox:cleanup: nothing deleted: ${refusal}\n`
                 : !report.slotFound
                 ? `outbox:cleanup: no logical slot ${report.slotName} in ${database.database}: nothing deleted\n`
+                : report.partitions
+                ? `outbox:cleanup: dropped ${report.partitions.dropped} partition(s) the slot ${report.slotName} confirmed, made ${report.partitions.created} ahead, ${report.partitions.kept} past partition(s) not yet provably read${report.partitions.lockTimeouts ? `, ${report.partitions.lockTimeouts} lock timeout(s) (next run)` : ''} (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}), ${formatMs(report.durationMs)}\n`
                 : `outbox:cleanup: deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}\n`;
               process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : text);
             },

@@ -65,6 +65,17 @@ export const outboxTablesSchema = z
     publication: identifier.default('outbox_publication'),
     /** Largest payload accepted at write time; Kafka's default record limit is 1 MiB. */
     maxPayloadBytes: z.number().int().positive().max(100 * 1024 * 1024).default(900 * 1024),
+    /**
+     * How the outbox is cleaned under CDC (docs/operations.md, "Outbox cleanup under CDC"): 'delete' deletes
+     * confirmed rows in batches (migrations 011, 012); 'partition' makes the outbox a table partitioned by
+     * its UUIDv7 id (db:provision converts an empty outbox) and drops whole partitions the slot has
+     * confirmed (migration 015). Every id must then be a UUIDv7 of about now.
+     */
+    cleanupMode: z.enum(['delete', 'partition']).default('delete'),
+    /** With cleanupMode 'partition': the time window of one partition, in seconds (default one hour). */
+    partitionSeconds: z.number().int().min(1, 'outbox.partitionSeconds: at least 1').max(31 * 24 * 3600).default(3600),
+    /** With cleanupMode 'partition': windows made ahead of the current one by each cleanup run. */
+    partitionsAhead: z.number().int().min(1, 'outbox.partitionsAhead: at least 1').max(1000).default(24),
   })
   .strict();
 

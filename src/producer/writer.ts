@@ -11,6 +11,9 @@ import { assertExecutorInTransaction, type OutboxExecutor } from './executor';
 import { OUTBOX_LIMIT_CONSTRAINTS, explainLimitViolation } from './limits';
 import { uuidv7 } from './uuidv7';
 
+/** Version 7, variant 10 (RFC 9562), in the canonical text form. */
+const UUIDV7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+
 /** What the writer needs from a codec: payload → bytes, validating against the event's schema. */
 export interface PayloadEncoder {
   encode(aggregateType: string, eventType: string, payload: unknown, contentType: ContentType): Promise<Buffer>;
@@ -111,6 +114,7 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
     throw new OutboxError('CONFIG_INVALID', `createOutboxWriter's traceContext must be 'active' or 'off', got ${JSON.stringify(options.traceContext)}.`);
   }
   const traceActive = options.traceContext !== 'off';
+  const partitioned = options.outbox.cleanupMode === 'partition';
 
   async function prepare(event: OutboxEvent, index?: number) {
     validateEvent(event, index);
@@ -123,6 +127,13 @@ export function createOutboxWriter<M extends EventMapShape = EventMapShape>(opti
           '(outbox.maxPayloadBytes / OUTBOX_MAX_PAYLOAD_BYTES, kept under Kafka\'s 1 MiB record limit). Nothing was written. ' +
           'Store large content elsewhere and put a reference in the event (claim check).',
         { details: { bytes: payload.length, limit } },
+      );
+    }
+    if (event.id !== undefined && partitioned && !UUIDV7.test(event.id)) {
+      throw new OutboxError(
+        'EVENT_INVALID',
+        `Event id ${JSON.stringify(event.id)} is not a UUIDv7, and the outbox is partitioned by the time in its id (outbox.cleanupMode 'partition'). ` +
+          'Leave id unset (the writer makes a UUIDv7 of now) or pass a UUIDv7 of about now. Nothing was written.',
       );
     }
     const id = event.id ?? uuidv7();

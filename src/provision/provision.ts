@@ -5,6 +5,7 @@ import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
 import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
+import { ensureOutboxPartitioned, type PartitionedReport } from './outbox-partitioned';
 import { assertNotProvisioningAsRole } from './role-passwords';
 import { ensureRoles, type RoleSetupReport } from './role-setup';
 import { ensureRelayNotify, type RelayNotifyReport } from './relay-notify';
@@ -36,6 +37,8 @@ export interface ProvisionReport {
   limits: LimitsReport;
   /** `created` again after `connector:delete --drop-slot` dropped it; `repaired` if its tables or operations drifted. */
   publication: 'present' | 'created' | 'repaired';
+  /** outbox.cleanupMode 'partition': the outbox was converted by this run, or already partitioned. */
+  partitioned: PartitionedReport;
   /** The relay's notify trigger on the outbox (relay.notify): created, dropped, or already as wanted. */
   relayNotify: RelayNotifyReport;
   preflight: PreflightFacts;
@@ -80,6 +83,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     skipped: [],
     limits: { changed: [], notValidated: [] },
     publication: 'present',
+    partitioned: 'not-partitioned',
     relayNotify: 'absent',
     preflight,
     dryRun: Boolean(options.dryRun),
@@ -115,6 +119,7 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
       await client.query(`INSERT INTO ${v.migrations} (id, name, checksum) VALUES ($1, $2, $3)`, [migration.id, migration.name, migration.checksum]);
       report.applied.push(`${migration.id}_${migration.name}`);
     }
+    report.partitioned = await at('partitioned outbox', () => ensureOutboxPartitioned(client, config));
     report.publication = await at('publication', () => ensurePublication(client, config, migrations));
     const roles = await ensureRoles(client, config, preflight);
     Object.assign(report, roles);
@@ -149,20 +154,26 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
 async function ensurePublication(client: Client, config: OutboxConfig, migrations: Migration[]): Promise<ProvisionReport['publication']> {
   const v = sqlValues(config);
   const { outbox } = config;
-  const found = await client.query<{ pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }>(
-    'SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1',
+  const found = await client.query<{ pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean; pubviaroot: boolean }>(
+    'SELECT pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot FROM pg_publication WHERE pubname = $1',
     [outbox.publication],
   );
   if (found.rowCount === 0) {
     const create = migrations.find((m) => m.name === 'publication');
     if (!create) throw new OutboxError('PROVISION_FAILED', 'sql/migrations has no publication migration to recreate the publication from.');
     await client.query(renderSql(create.template, config, `sql/migrations/${create.id}_${create.name}.sql`));
+    if (config.outbox.cleanupMode === 'partition') await client.query(`ALTER PUBLICATION ${v.publication} SET (publish_via_partition_root = true)`);
     return 'created';
   }
   let repaired = false;
   const flags = found.rows[0];
   if (!flags?.pubinsert || !flags.pubupdate || flags.pubdelete || flags.pubtruncate) {
     await client.query(`ALTER PUBLICATION ${v.publication} SET (publish = 'insert, update')`);
+    repaired = true;
+  }
+  // A partitioned outbox is published through its root (migration 015), so Debezium sees one table.
+  if (config.outbox.cleanupMode === 'partition' && flags?.pubviaroot === false) {
+    await client.query(`ALTER PUBLICATION ${v.publication} SET (publish_via_partition_root = true)`);
     repaired = true;
   }
   const tables = await client.query<{ schemaname: string; tablename: string }>('SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1', [outbox.publication]);

@@ -109,6 +109,11 @@ export function outboxCleanupBelowFloorFunctionName(outbox: { schema: string; ta
   return qualified(outbox.schema, derivedName(outbox.table, '_cleanup_below_floor'));
 }
 
+/** The partitioned outbox's maintenance function (migration 015): partitions ahead, and drops behind the slot. */
+export function outboxPartitionsFunctionName(outbox: { schema: string; table: string }): string {
+  return qualified(outbox.schema, derivedName(outbox.table, '_partitions'));
+}
+
 /** The slots the CDC cleanup accepts as proof (migration 012): connector:deploy registers its slot here. */
 export function outboxCleanupRegistrations(outbox: { schema: string; table: string }): string {
   return qualified(outbox.schema, derivedName(outbox.table, '_cleanup_registrations'));
@@ -143,6 +148,7 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     outboxCleanupBelowFloorFunction: outboxCleanupBelowFloorFunctionName(outbox),
     outboxCleanupRegistrations: outboxCleanupRegistrations(outbox),
     topicPartitions: topicPartitionsTable(outbox),
+    outboxPartitionsFunction: outboxPartitionsFunctionName(outbox),
     outboxTxIdIndex: escapeIdentifier(derivedName(outbox.table, '_tx_id_idx')),
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),

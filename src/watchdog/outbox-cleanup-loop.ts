@@ -55,6 +55,7 @@ export function createCleanupLoop(options: { config: OutboxConfig; database: Out
     const refusal = describeRefusal(run);
     if (refusal) log?.warn({ slot: run.slotName, refused: run.refused }, `outbox cleanup: ${refusal}`);
     else if (!run.slotFound) log?.warn({ slot: run.slotName }, 'outbox cleanup: the connector slot does not exist here, so nothing was deleted');
+    else if (run.partitions) log?.[run.partitions.dropped + run.partitions.created > 0 ? 'info' : 'debug']({ ...run }, `outbox cleanup: ${run.partitions.dropped} partition(s) the slot has confirmed dropped, ${run.partitions.created} made ahead`);
     else log?.[run.deleted > 0 ? 'info' : 'debug']({ ...run }, `outbox cleanup: ${run.deleted} row(s) the slot has confirmed deleted`);
   };
 

@@ -124,6 +124,20 @@ describe("inside a transaction ('T')", () => {
     expect([params[0], params[8], params[16]]).toEqual(written.map((w) => w.id));
   });
 
+  it("cleanupMode 'partition': a given id that is not a UUIDv7 is EVENT_INVALID naming it; nothing is queried", async () => {
+    const client = fakeClient('T');
+    const given = '3f2b8c1e-9a4d-4e6b-8f1a-2c3d4e5f6a7b';
+    const error = await rejection(writer({ cleanupMode: 'partition' }).writeEvent(client.asClient, event(1, { id: given })));
+    expect(error.code).toBe('EVENT_INVALID');
+    expect(error.message).toContain(given);
+    expect(error.message).toContain('UUIDv7');
+    expect(client.query).not.toHaveBeenCalled();
+    const v7 = '01a24cb1-07c0-7abc-8def-0123456789ab';
+    const written = await writer({ cleanupMode: 'partition' }).writeEvents(client.asClient, [event(2, { id: v7 }), event(3)]);
+    expect(written[0]?.id).toBe(v7);
+    expect(written[1]?.id).toMatch(UUID);
+  });
+
   it('content type: the event’s own wins over the writer default, which wins over Avro', async () => {
     const client = fakeClient('T');
     const encoder = fakeEncoder();

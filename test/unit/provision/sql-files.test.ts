@@ -46,6 +46,7 @@ describe('loadMigrations (shipped files)', () => {
       [12, 'outbox_cleanup_slot_identity'],
       [13, 'inbox_text_ids'],
       [14, 'topic_partitions'],
+      [15, 'outbox_partitions'],
     ]);
   });
 
@@ -215,6 +216,7 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.table}_topic_partitions`,
     `${hostile.table}_cleanup_below_floor`,
     `${hostile.table}_tx_id_idx`,
+    `${hostile.table}_partitions`,
   ]);
 
   const rendered: Array<[string, string]> = [
