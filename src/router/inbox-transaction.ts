@@ -1,5 +1,5 @@
 import { escapeLiteral, type Pool, type PoolClient, type QueryResult } from 'pg';
-import { inboxIdType, pgCode, uuidInboxRefuses } from '../db';
+import { forgetInboxKeyFunction, inboxIdType, inboxKeyFunction, pgCode, uuidInboxRefuses } from '../db';
 import { isUuid } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
 import { CHECK_NOT_OURS, CHECK_PARKED, checkFailure, closingStatement, parkedNow, type ClosingGuard } from './closing-check';
@@ -316,8 +316,39 @@ async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: 
   // Keys, not ids as given: a UUID in upper case beside a text id takes the text path, where only this
   // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
   const ids = items.map((i) => inboxKey(i.id));
+  // A partitioned inbox (migration 014) is keyed by message_ms too, a function of message_id.
+  const keyFn = await inboxKeyFunction(client, inboxTable);
   const insert = (consumerSql: string, idsSql: string) =>
-    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at${keyFn ? ', message_ms' : ''}) SELECT ${consumerSql}, id, now()${keyFn ? `, ${keyFn}(id::text)` : ''} ` +
+    `FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+  try {
+    return await insertRows(client, inboxTable, consumer, ids, insert);
+  } catch (error) {
+    if (pgCode(error) === '23514') await missingPartition(client, inboxTable, ids, keyFn, error as Error);
+    throw error;
+  }
+}
+
+/**
+ * A check violation of the INSERT: the key function may be new (forget it, ask again next time), or no
+ * partition holds an event's time (older than the oldest kept, newer than the newest made): add it, so
+ * the retry the caller makes (InboxUnavailable) finds one. Never throws.
+ */
+async function missingPartition(client: PoolClient, inboxTable: string, ids: readonly string[], keyFn: string | null, error: Error): Promise<void> {
+  forgetInboxKeyFunction(client, inboxTable);
+  if (!keyFn || !/no partition of relation/.test(error.message)) return;
+  await client.query('ROLLBACK').catch(() => {});
+  const add = keyFn.replace(/_message_ms("?)$/, '_partition_add$1');
+  await client.query(`SELECT ${add}(ms) FROM (SELECT DISTINCT ${keyFn}(id) AS ms FROM unnest($1::text[]) AS t(id)) k`, [ids]).catch(() => {});
+}
+
+async function insertRows(
+  client: PoolClient,
+  inboxTable: string,
+  consumer: string,
+  ids: string[],
+  insert: (consumerSql: string, idsSql: string) => string,
+): Promise<{ fresh: Set<string>; txid: string | undefined }> {
   let rows: Array<{ message_id: string; txid: string }>;
   if (ids.every(isUuid)) {
     const results = (await client.query(`BEGIN; ${insert(escapeLiteral(consumer), `'{${ids.join(',')}}'::uuid[]`)}`)) as unknown as Array<QueryResult<{ message_id: string; txid: string }>>;
