@@ -5,7 +5,7 @@
 -- The partition key. Range partitions on message_id's text are not exact: a non-UUIDv7 id (a UUIDv4 of an
 -- adopted outbox, a bigint as text) whose text sorts inside a time range would land in a time partition
 -- and be dropped with it, and its redelivery would be applied twice. So the key is a column, message_ms,
--- that is a FUNCTION of message_id (${inboxMessageMs}): the UUIDv7's millisecond timestamp (its first 48
+-- that is a FUNCTION of message_id (<inbox>_message_ms): the UUIDv7's millisecond timestamp (its first 48
 -- bits), or 0 for any other id. The primary key becomes (consumer, message_id, message_ms); since
 -- message_ms follows from message_id, it is unique exactly when (consumer, message_id) is, and both
 -- copies of a redelivered event land in the same partition, where the key finds the first.
@@ -86,10 +86,11 @@ $fn$;
 --                    given up, so inserts queue behind it at most that long; the next run tries again.
 -- The checks run under the partition's ACCESS EXCLUSIVE lock, so no row can arrive between them and the
 -- DROP (which also takes the parent's ACCESS EXCLUSIVE lock, held until the commit just after it).
+-- Returns the rows dropped, the lock wait, how long the partition was held (checks, count, DROP) and the DROP alone.
 -- Not DETACH … CONCURRENTLY: it cannot run inside a function (a transaction), and the router's role may
 -- run only this function; the locks here are held for milliseconds (docs/inbox-partitions.md measures them).
 CREATE FUNCTION ${inboxPartitionDrop}(p_name text, p_consumer text, p_before timestamptz, p_lock_timeout_ms integer)
-RETURNS TABLE (outcome text, lock_wait_ms float8, held_ms float8)
+RETURNS TABLE (outcome text, rows_dropped bigint, lock_wait_ms float8, held_ms float8, drop_ms float8)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   parent regclass := to_regclass(${inboxLiteral});
@@ -97,33 +98,39 @@ DECLARE
   v_hi bigint;
   t0 timestamptz;
   t1 timestamptz;
+  t2 timestamptz;
+  n bigint;
   found boolean;
 BEGIN
   SELECT c.oid, substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''(-?\d+)''\)')::bigint INTO part, v_hi
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
   WHERE i.inhparent = parent AND c.relname = p_name AND pg_get_expr(c.relpartbound, c.oid) NOT LIKE '%MINVALUE%';
-  IF part IS NULL THEN RETURN QUERY SELECT 'not-found'::text, 0::float8, 0::float8; RETURN; END IF;
-  IF v_hi > floor(extract(epoch FROM p_before) * 1000) THEN RETURN QUERY SELECT 'too-new'::text, 0::float8, 0::float8; RETURN; END IF;
+  IF part IS NULL THEN RETURN QUERY SELECT 'not-found'::text, 0::bigint, 0::float8, 0::float8, 0::float8; RETURN; END IF;
+  IF v_hi > floor(extract(epoch FROM p_before) * 1000) THEN RETURN QUERY SELECT 'too-new'::text, 0::bigint, 0::float8, 0::float8, 0::float8; RETURN; END IF;
   PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
   t0 := clock_timestamp();
   BEGIN
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
     t1 := clock_timestamp();
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE consumer < $1) OR EXISTS (SELECT 1 FROM %s WHERE consumer > $1)', part, part) INTO found USING p_consumer;
-    IF found THEN RETURN QUERY SELECT 'other-consumers'::text, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8; RETURN; END IF;
+    IF found THEN RETURN QUERY SELECT 'other-consumers'::text, 0::bigint, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8, 0::float8; RETURN; END IF;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE consumer = $1 AND processed_at >= $2)', part) INTO found USING p_consumer, p_before;
-    IF found THEN RETURN QUERY SELECT 'processed-late'::text, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8; RETURN; END IF;
+    IF found THEN RETURN QUERY SELECT 'processed-late'::text, 0::bigint, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8, 0::float8; RETURN; END IF;
     EXECUTE format(
       'SELECT EXISTS (SELECT 1 FROM %s p JOIN %s i ON i.consumer = p.consumer AND i.message_id = p.event_id WHERE p.consumer = $1) ' ||
       'OR EXISTS (SELECT 1 FROM %s p JOIN %s i ON i.consumer = p.consumer AND i.message_id = lower(p.event_id) WHERE p.consumer = $1)',
       ${parkedLiteral}, part, ${parkedLiteral}, part) INTO found USING p_consumer;
-    IF found THEN RETURN QUERY SELECT 'parked'::text, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8; RETURN; END IF;
+    IF found THEN RETURN QUERY SELECT 'parked'::text, 0::bigint, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8, 0::float8; RETURN; END IF;
+    -- Counted under the partition's lock (which only inserts into this partition wait for: events past
+    -- the window); the parent's lock is taken by the DROP alone.
+    EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+    t2 := clock_timestamp();
     EXECUTE format('DROP TABLE %s', part);
   EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-    RETURN QUERY SELECT 'lock-timeout'::text, (extract(epoch FROM clock_timestamp() - t0) * 1000)::float8, 0::float8;
+    RETURN QUERY SELECT 'lock-timeout'::text, 0::bigint, (extract(epoch FROM clock_timestamp() - t0) * 1000)::float8, 0::float8, 0::float8;
     RETURN;
   END;
-  RETURN QUERY SELECT 'dropped'::text, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8;
+  RETURN QUERY SELECT 'dropped'::text, n, (extract(epoch FROM t1 - t0) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t1) * 1000)::float8, (extract(epoch FROM clock_timestamp() - t2) * 1000)::float8;
 END
 $fn$;
 REVOKE ALL ON FUNCTION ${inboxPartitionAdd}(bigint, bigint) FROM PUBLIC;

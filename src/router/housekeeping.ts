@@ -70,6 +70,7 @@ export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSign
           ms: Math.round(drop?.ms ?? 0),
           lockWaitMs: drop?.lockWaitMs ?? 0,
           heldMs: drop?.heldMs ?? 0,
+          dropMs: drop?.dropMs ?? 0,
         });
       }
       if (result.delete) rt.events.emit('router.inbox-pruned', { ...result.delete, rows: await inboxRowsEstimate(pool, inbox) });

@@ -107,7 +107,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
   try {
     let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
-      inbox = await beginAndInsert(client, inboxTable, consumer, items);
+      inbox = await beginAndInsert(pool, client, inboxTable, consumer, items);
     } catch (error) {
       throw new InboxUnavailable(error);
     }
@@ -312,19 +312,20 @@ function inboxKey(id: string): string {
  * literal; otherwise two round trips with parameters, as text (migration 013: an inbox still on uuid
  * ids refuses them first). No new row: no handler runs, so no id is needed.
  */
-async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
+async function beginAndInsert(pool: Pool, client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
   // Keys, not ids as given: a UUID in upper case beside a text id takes the text path, where only this
   // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
   const ids = items.map((i) => inboxKey(i.id));
-  // A partitioned inbox (migration 014) is keyed by message_ms too, a function of message_id.
-  const keyFn = await inboxKeyFunction(client, inboxTable);
+  // An inbox of migration 014 is keyed by message_ms too, a function of message_id: one catalog query per
+  // pool and table finds the function (before 014: none, and the INSERT is as before).
+  const keyFn = await inboxKeyFunction(pool, inboxTable);
   const insert = (consumerSql: string, idsSql: string) =>
     `INSERT INTO ${inboxTable} (consumer, message_id, processed_at${keyFn ? ', message_ms' : ''}) SELECT ${consumerSql}, id, now()${keyFn ? `, ${keyFn}(id::text)` : ''} ` +
     `FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
   try {
     return await insertRows(client, inboxTable, consumer, ids, insert);
   } catch (error) {
-    if (pgCode(error) === '23514') await missingPartition(client, inboxTable, ids, keyFn, error as Error);
+    if (pgCode(error) === '23514') await missingPartition(pool, client, inboxTable, ids, keyFn, error as Error);
     throw error;
   }
 }
@@ -334,8 +335,8 @@ async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: 
  * partition holds an event's time (older than the oldest kept, newer than the newest made): add it, so
  * the retry the caller makes (InboxUnavailable) finds one. Never throws.
  */
-async function missingPartition(client: PoolClient, inboxTable: string, ids: readonly string[], keyFn: string | null, error: Error): Promise<void> {
-  forgetInboxKeyFunction(client, inboxTable);
+async function missingPartition(pool: Pool, client: PoolClient, inboxTable: string, ids: readonly string[], keyFn: string | null, error: Error): Promise<void> {
+  forgetInboxKeyFunction(pool, inboxTable);
   if (!keyFn || !/no partition of relation/.test(error.message)) return;
   await client.query('ROLLBACK').catch(() => {});
   const add = keyFn.replace(/_message_ms("?)$/, '_partition_add$1');
