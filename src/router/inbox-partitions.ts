@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { forgetInboxKeyFunction } from '../db';
 import { OutboxError } from '../errors';
 import { pruneInbox, type PruneResult } from './inbox-retention';
 
@@ -210,4 +211,17 @@ export async function assertInboxShape(pool: Pick<Pool, 'query'>, inboxTable: st
       { details: { inboxTable } },
     );
   }
+}
+
+/**
+ * A check violation of the INSERT: the key function may be new (forget it, ask again next time), or no
+ * partition holds an event's time (older than the oldest kept, newer than the newest made): add it, so
+ * the retry the caller makes (InboxUnavailable) finds one. Never throws.
+ */
+export async function missingPartition(pool: Pool, client: PoolClient, inboxTable: string, ids: readonly string[], keyFn: string | null, error: Error): Promise<void> {
+  forgetInboxKeyFunction(pool, inboxTable);
+  if (!keyFn || !/no partition of relation/.test(error.message)) return;
+  await client.query('ROLLBACK').catch(() => {});
+  const add = keyFn.replace(/_message_ms("?)$/, '_partition_add$1');
+  await client.query(`SELECT ${add}(ms) FROM (SELECT DISTINCT ${keyFn}(id) AS ms FROM unnest($1::text[]) AS t(id)) k`, [ids]).catch(() => {});
 }

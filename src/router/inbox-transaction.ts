@@ -1,7 +1,8 @@
 import { escapeLiteral, type Pool, type PoolClient, type QueryResult } from 'pg';
-import { forgetInboxKeyFunction, inboxIdType, inboxKeyFunction, pgCode, uuidInboxRefuses } from '../db';
+import { inboxIdType, inboxKeyFunction, pgCode, uuidInboxRefuses } from '../db';
 import { isUuid } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
+import { missingPartition } from './inbox-partitions';
 import { CHECK_NOT_OURS, CHECK_PARKED, checkFailure, closingStatement, parkedNow, type ClosingGuard } from './closing-check';
 
 export type ApplyResult = 'applied' | 'duplicate';
@@ -328,19 +329,6 @@ async function beginAndInsert(pool: Pool, client: PoolClient, inboxTable: string
     if (pgCode(error) === '23514') await missingPartition(pool, client, inboxTable, ids, keyFn, error as Error);
     throw error;
   }
-}
-
-/**
- * A check violation of the INSERT: the key function may be new (forget it, ask again next time), or no
- * partition holds an event's time (older than the oldest kept, newer than the newest made): add it, so
- * the retry the caller makes (InboxUnavailable) finds one. Never throws.
- */
-async function missingPartition(pool: Pool, client: PoolClient, inboxTable: string, ids: readonly string[], keyFn: string | null, error: Error): Promise<void> {
-  forgetInboxKeyFunction(pool, inboxTable);
-  if (!keyFn || !/no partition of relation/.test(error.message)) return;
-  await client.query('ROLLBACK').catch(() => {});
-  const add = keyFn.replace(/_message_ms("?)$/, '_partition_add$1');
-  await client.query(`SELECT ${add}(ms) FROM (SELECT DISTINCT ${keyFn}(id) AS ms FROM unnest($1::text[]) AS t(id)) k`, [ids]).catch(() => {});
 }
 
 async function insertRows(

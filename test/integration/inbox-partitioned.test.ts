@@ -93,6 +93,9 @@ describe('partitioned inbox (real PostgreSQL)', () => {
     // Nothing moved: every row is in the catch-all, and every event applied before is a duplicate.
     expect(Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM inbox_other')).rows[0]?.n)).toBe(50_000 + 41 + applied);
     for (const id of [...oldV7, ...oldV4, 'bulk-77']) expect(await apply('svc', id)).toBe('duplicate');
+    // Provisioning again (migrations done, roles.sql's grants) works on the partitioned inbox.
+    await provision(config);
+    expect(await apply('svc', oldV7[0] as string)).toBe('duplicate');
     // Running it again changes nothing.
     expect((await convertInbox(admin, { schema: 'public', inboxTable: 'inbox', routerRole: config.roles.router, intervalMs: DAY, ahead: 3, now: () => T0 })).converted).toBe(false);
   });
