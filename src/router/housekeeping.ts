@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import { pgCode, qualified } from '../db';
 import { inboxPartitionNames, parkedTableName } from '../provision/sql-files';
 import { repeatUntilAborted } from '../service';
-import { prunePartitionedInbox } from './inbox-partitions';
+import { assertInboxShape, prunePartitionedInbox } from './inbox-partitions';
 import { inboxRowsEstimate, pruneInbox } from './inbox-retention';
 import type { PruneGuard } from './prune-guard';
 import type { RouterRuntime } from './runtime';
@@ -78,6 +78,8 @@ export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSign
     tasks.push(repeatUntilAborted(run, { signal, intervalMs: settings.inboxPruneIntervalMs, onError: onError('inbox-partitions') }));
   } else if (settings.inboxRetentionMs > 0) {
     const prune = async () => {
+      // A partitioned inbox needs the setting (nothing else adds its partitions): said at every run.
+      await assertInboxShape(pool, inbox, 0);
       if (await guard.check()) return;
       const blocked = () => guard.blocked() !== undefined;
       const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: parked, consumer: settings.consumer, retentionMs: settings.inboxRetentionMs, batchSize: settings.inboxPruneBatchSize, signal, blocked });
