@@ -22,7 +22,7 @@ import { addPartitionsAhead, partitionRange } from './inbox-partitions';
  *    inserts continue);
  * 2. a CHECK (message_ms < 1) is validated the same way, so ATTACH need not scan under its lock;
  * 3. a unique index (consumer, message_id, message_ms) is built CONCURRENTLY, so ATTACH adopts it;
- * 4. one short transaction (lock_timeout, retried): rename the table to <inbox>_other (dropping its old
+ * 4. one short transaction: rename the table to <inbox>_other (dropping its old
  *    primary key, now redundant), create the
  *    partitioned <inbox> with the same columns, attach <inbox>_other as the catch-all, add the time
  *    partitions from the cutover on, grant the router its rights on the new table.
@@ -60,9 +60,13 @@ export async function convertInbox(client: Client, options: ConvertOptions): Pro
   const names = inboxPartitionNames(options);
   const inbox = qualified(options.schema, options.inboxTable);
   const steps: Record<string, number> = {};
+  // Every step waits at most lockTimeoutMs for a lock (the brief ACCESS EXCLUSIVE of ADD CONSTRAINT, the
+  // old transactions CREATE INDEX CONCURRENTLY waits out), so inserts never queue long behind it; a step
+  // that timed out is tried again, up to five times.
+  await client.query(`SET lock_timeout = ${Math.trunc(options.lockTimeoutMs ?? 2_000)}`);
   const step = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
     const t = performance.now();
-    const out = await work();
+    const out = await retryLockTimeout(work);
     steps[name] = Math.round(performance.now() - t);
     options.progress?.(name, steps[name] as number);
     return out;
@@ -99,33 +103,40 @@ export async function convertInbox(client: Client, options: ConvertOptions): Pro
   return { converted: true, cutoverMs, partitions, steps };
 }
 
+async function retryLockTimeout<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (pgCode(error) !== '55P03' || attempt >= 5) throw error;
+    }
+  }
+}
+
 async function swap(client: Client, options: ConvertOptions, names: ReturnType<typeof inboxPartitionNames>, cutoverMs: number, now: () => number): Promise<string[]> {
   const inbox = qualified(options.schema, options.inboxTable);
   const processedIndex = `${options.inboxTable}_processed_idx`.slice(0, 63);
-  for (let attempt = 1; ; attempt++) {
-    await client.query('BEGIN');
-    try {
-      await client.query(`SET LOCAL lock_timeout = ${Math.trunc(options.lockTimeoutMs ?? 2_000)}`);
-      await client.query(`LOCK TABLE ${inbox} IN ACCESS EXCLUSIVE MODE`);
-      await client.query(`ALTER TABLE ${inbox} RENAME TO ${escapeIdentifier(names.catchAllName)}`);
-      await client.query(`ALTER INDEX IF EXISTS ${qualified(options.schema, processedIndex)} RENAME TO ${escapeIdentifier(`${names.catchAllName}_processed_idx`.slice(0, 63))}`);
-      await client.query(
-        `CREATE TABLE ${inbox} (consumer text NOT NULL, message_id text NOT NULL, processed_at timestamptz NOT NULL DEFAULT now(), message_ms bigint NOT NULL DEFAULT 0, ` +
-          `CONSTRAINT ${names.keyCheck} CHECK (message_ms = ${names.messageMs}(message_id)), ` +
-          `CONSTRAINT ${escapeIdentifier(`${options.inboxTable}_key`.slice(0, 63))} PRIMARY KEY (consumer, message_id, message_ms)) PARTITION BY RANGE (message_ms)`,
-      );
-      await client.query(`CREATE INDEX ${escapeIdentifier(processedIndex)} ON ${inbox} (consumer, processed_at)`);
-      // The old primary key (consumer, message_id) goes: the unique index of step 3 takes its place as the
-      // partition's share of the new one (exact as well, since message_ms follows from message_id).
-      await client.query(`ALTER TABLE ${names.catchAll} DROP CONSTRAINT IF EXISTS ${escapeIdentifier(`${options.inboxTable}_pkey`.slice(0, 63))}`);
-      await client.query(`ALTER TABLE ${inbox} ATTACH PARTITION ${names.catchAll} FOR VALUES FROM (MINVALUE) TO (1)`);
-      const partitions = await addPartitionsAhead(client, names, Math.max(now(), cutoverMs), options.intervalMs, options.ahead);
-      await client.query(`GRANT SELECT, INSERT, DELETE ON ${inbox} TO ${escapeIdentifier(options.routerRole)}`);
-      await client.query('COMMIT');
-      return partitions;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
-      if (pgCode(error) !== '55P03' || attempt >= 5) throw error;
-    }
+  await client.query('BEGIN');
+  try {
+    await client.query(`LOCK TABLE ${inbox} IN ACCESS EXCLUSIVE MODE`);
+    await client.query(`ALTER TABLE ${inbox} RENAME TO ${escapeIdentifier(names.catchAllName)}`);
+    await client.query(`ALTER INDEX IF EXISTS ${qualified(options.schema, processedIndex)} RENAME TO ${escapeIdentifier(`${names.catchAllName}_processed_idx`.slice(0, 63))}`);
+    await client.query(
+      `CREATE TABLE ${inbox} (consumer text NOT NULL, message_id text NOT NULL, processed_at timestamptz NOT NULL DEFAULT now(), message_ms bigint NOT NULL DEFAULT 0, ` +
+        `CONSTRAINT ${names.keyCheck} CHECK (message_ms = ${names.messageMs}(message_id)), ` +
+        `CONSTRAINT ${escapeIdentifier(`${options.inboxTable}_key`.slice(0, 63))} PRIMARY KEY (consumer, message_id, message_ms)) PARTITION BY RANGE (message_ms)`,
+    );
+    await client.query(`CREATE INDEX ${escapeIdentifier(processedIndex)} ON ${inbox} (consumer, processed_at)`);
+    // The old primary key (consumer, message_id) goes: the unique index of step 3 takes its place as the
+    // partition's share of the new one (exact as well, since message_ms follows from message_id).
+    await client.query(`ALTER TABLE ${names.catchAll} DROP CONSTRAINT IF EXISTS ${escapeIdentifier(`${options.inboxTable}_pkey`.slice(0, 63))}`);
+    await client.query(`ALTER TABLE ${inbox} ATTACH PARTITION ${names.catchAll} FOR VALUES FROM (MINVALUE) TO (1)`);
+    const partitions = await addPartitionsAhead(client, names, Math.max(now(), cutoverMs), options.intervalMs, options.ahead);
+    await client.query(`GRANT SELECT, INSERT, DELETE ON ${inbox} TO ${escapeIdentifier(options.routerRole)}`);
+    await client.query('COMMIT');
+    return partitions;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
   }
 }

@@ -217,4 +217,30 @@ describe('partitioned inbox (real PostgreSQL)', () => {
       await admin.query('ROLLBACK');
     }
   });
+
+  it('the conversion waits at most its lock timeout per attempt behind a long transaction, and tries again', async () => {
+    const other = await freshDatabase('inbox_convert_wait');
+    const otherConfig = testConfig(other.name);
+    await provision(otherConfig);
+    const owner = new Client(other.config);
+    const blocker = new Client(other.config);
+    await owner.connect();
+    await blocker.connect();
+    try {
+      // A transaction that read the inbox holds its ACCESS SHARE lock for 700 ms: the swap's first attempts time out.
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT count(*) FROM inbox');
+      const release = new Promise((resolve) => setTimeout(resolve, 700)).then(() => blocker.query('ROLLBACK'));
+      const started = Date.now();
+      const report = await convertInbox(owner, { schema: 'public', inboxTable: 'inbox', routerRole: otherConfig.roles.router, intervalMs: DAY, ahead: 1, lockTimeoutMs: 200 });
+      await release;
+      expect(report.converted).toBe(true);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+      expect(await listInboxPartitions(owner, INBOX)).toEqual(expect.arrayContaining([{ name: 'inbox_other', fromMs: null, toMs: 1 }]));
+    } finally {
+      await blocker.end();
+      await owner.end();
+      await other.drop();
+    }
+  });
 });
