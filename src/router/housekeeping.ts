@@ -60,7 +60,9 @@ export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSign
         blocked,
       });
       const { drop } = result;
-      if (result.added.length > 0 || drop) {
+      // Logged (info) when something happened: a partition added, dropped, or kept past the window.
+      const kept = Object.keys(drop?.kept ?? {}).some((why) => why !== 'too-new');
+      if (result.added.length > 0 || (drop?.dropped ?? 0) > 0 || kept) {
         rt.events.emit('router.inbox-partitions', {
           added: result.added,
           dropped: drop?.dropped ?? 0,
