@@ -3,8 +3,9 @@
  * conversion of a populated inbox while a writer keeps applying events, exact dedup across it and after
  * it (UUIDv7, UUIDv4 and text ids, old and new), partitions added ahead and on demand, dropped past the
  * window and kept for the reasons the drop gives (parked event, another consumer, processed late, a lock
- * not granted), the DELETE prune confined to the catch-all and kept partitions, and the router role's
- * rights. No Kafka: the retention check is the caller's `blocked`.
+ * not granted), the DELETE prune confined to the catch-all and kept partitions, the router role's
+ * rights, and the router doing it on its schedule (the only case that needs Kafka: elsewhere the
+ * retention check is the caller's `blocked`).
  */
 import { randomUUID } from 'node:crypto';
 import { Client, type Pool } from 'pg';
@@ -12,11 +13,14 @@ import type { OutboxConfig } from '../../src/config';
 import { createPool, qualified } from '../../src/db';
 import { provision } from '../../src/provision';
 import { inboxPartitionNames } from '../../src/provision/sql-files';
+import { createRouter, createRouterMetrics, type RouterEventListener } from '../../src/router';
+import { createLogger } from '../../src/log';
 import { convertInbox } from '../../src/router/inbox-convert';
 import { dropInboxPartitions, listInboxPartitions, prunePartitionedInbox } from '../../src/router/inbox-partitions';
 import { applyOnce } from '../../src/router/inbox-transaction';
 import { testConfig } from '../support/outbox-config';
-import { freshDatabase, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomName, testKafka, type FreshDatabase } from '../support/stack-env';
+import { until } from '../support/until';
 
 const DAY = 86_400_000;
 const INBOX = '"public"."inbox"';
@@ -29,7 +33,7 @@ function v7At(ms: number): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-7${r.slice(15)}`;
 }
 
-describe('partitioned inbox (real PostgreSQL)', () => {
+describe('partitioned inbox (real stack)', () => {
   let db: FreshDatabase;
   let config: OutboxConfig;
   let pool: Pool;
@@ -241,6 +245,67 @@ describe('partitioned inbox (real PostgreSQL)', () => {
       await blocker.end();
       await owner.end();
       await other.drop();
+    }
+  });
+
+  it('the router adds and drops partitions on its schedule, logs router.inbox-partitions and moves the metrics', async () => {
+    const topic = randomName('partitioned.outbox.event.order');
+    const kafka = testKafka().admin();
+    await kafka.connect();
+    try {
+      await kafka.createTopics({
+        waitForLeaders: true,
+        topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(2 * DAY) }, { name: 'segment.ms', value: String(DAY) }] }],
+      });
+      // A partition of svc's rows, all processed 40 days ago, whose range ended 39 days ago.
+      const from = Math.floor((Date.now() - 40 * DAY) / DAY) * DAY;
+      await admin.query(`SELECT ${fns.add}($1::bigint, $2::bigint)`, [from, DAY]);
+      await pool.query(
+        `INSERT INTO inbox (consumer, message_id, processed_at, message_ms) SELECT 'svc', id, to_timestamp(($1::bigint + 60000) / 1000.0), ${fns.messageMs}(id) ` +
+          "FROM (SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(u, 16) AS id FROM (SELECT lpad(to_hex($1::bigint + g), 12, '0') AS h, gen_random_uuid()::text AS u FROM generate_series(1, 500) g) s) t",
+        [from],
+      );
+      const events: Array<{ name: string; data: Record<string, unknown> }> = [];
+      const metrics = createRouterMetrics();
+      const onEvent: RouterEventListener = (name, data) => {
+        events.push({ name, data });
+        metrics.onEvent(name, data);
+      };
+      const router = createRouter({
+        config: { ...config, router: { ...config.router, inboxPartitionIntervalMs: DAY } },
+        handlers: { order: { Placed: async () => {} } },
+        consumer: 'svc',
+        logger: createLogger({ level: 'silent' }),
+        aggregateTypeOf: () => 'order',
+        dlqTopicFor: (t: string) => `${t}.dlq`,
+        topicRefreshMs: 0,
+        topics: new RegExp(`^${topic.replace(/\./g, '\\.')}$`),
+        inboxRetentionMs: 30 * DAY,
+        inboxPruneIntervalMs: 1_000,
+        inboxPartitionIntervalMs: DAY,
+        onEvent,
+      });
+      await router.start();
+      try {
+        const run = await until('a partition run that dropped one', () => events.find((e) => e.name === 'router.inbox-partitions' && Number(e.data.dropped) >= 1)?.data);
+        // This one, and the earlier tests' partitions the real clock puts past the window (their rows were
+        // processed at their ids' times); not those kept for another consumer or a late row.
+        expect(run.droppedNames).toContain(`inbox_p${new Date(from).toISOString().slice(0, 10).replace(/-/g, '')}t000000`);
+        expect(Number(run.rows)).toBeGreaterThanOrEqual(500);
+        expect(run.kept).toMatchObject({ 'other-consumers': 1, 'processed-late': 1 });
+        const text = await metrics.registry.metrics();
+        expect(text).toMatch(/outbox_router_inbox_partitions_dropped_total [1-9]/);
+        expect(text).toMatch(/outbox_router_inbox_partition_rows_dropped_total [1-9]/);
+        // The partitions ahead exist: today's and the next three.
+        const today = Math.floor(Date.now() / DAY) * DAY;
+        const parts = (await listInboxPartitions(pool, INBOX)) ?? [];
+        for (let i = 0; i <= 3; i++) expect(parts.some((p) => p.fromMs === today + i * DAY)).toBe(true);
+      } finally {
+        await router.stop();
+      }
+    } finally {
+      await kafka.deleteTopics({ topics: [topic] }).catch(() => {});
+      await kafka.disconnect();
     }
   });
 });
