@@ -48,12 +48,12 @@ const keyCache = new WeakMap<object, Map<string, Promise<string | null>>>();
  * the INSERT leaves message_ms out. Cached per pool and table like the id type; `forgetInboxKeyFunction`
  * drops it (the router does on a check violation of its INSERT).
  */
-export function inboxKeyFunction(pool: Pick<Pool, 'query'>, inboxTable: string): Promise<string | null> {
-  let byTable = keyCache.get(pool);
-  if (!byTable) keyCache.set(pool, (byTable = new Map<string, Promise<string | null>>()));
+export function inboxKeyFunction(db: Pick<Pool, 'query'>, inboxTable: string, cacheOwner: object = db): Promise<string | null> {
+  let byTable = keyCache.get(cacheOwner);
+  if (!byTable) keyCache.set(cacheOwner, (byTable = new Map<string, Promise<string | null>>()));
   let fn = byTable.get(inboxTable);
   if (!fn) {
-    fn = pool
+    fn = db
       .query<{ fn: string }>(
         'SELECT format($2, n.nspname, p.proname) AS fn FROM pg_constraint c ' +
           "JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_proc'::regclass " +
@@ -68,6 +68,6 @@ export function inboxKeyFunction(pool: Pick<Pool, 'query'>, inboxTable: string):
   return fn;
 }
 
-export function forgetInboxKeyFunction(pool: Pick<Pool, 'query'>, inboxTable: string): void {
-  keyCache.get(pool)?.delete(inboxTable);
+export function forgetInboxKeyFunction(cacheOwner: object, inboxTable: string): void {
+  keyCache.get(cacheOwner)?.delete(inboxTable);
 }

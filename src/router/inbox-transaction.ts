@@ -318,8 +318,9 @@ async function beginAndInsert(pool: Pool, client: PoolClient, inboxTable: string
   // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
   const ids = items.map((i) => inboxKey(i.id));
   // An inbox of migration 014 is keyed by message_ms too, a function of message_id: one catalog query per
-  // pool and table finds the function (before 014: none, and the INSERT is as before).
-  const keyFn = await inboxKeyFunction(pool, inboxTable);
+  // pool and table finds the function (before 014: none, and the INSERT is as before). On this client: a
+  // second connection of the pool could wait for ours (a pool of one).
+  const keyFn = await inboxKeyFunction(client, inboxTable, pool);
   const insert = (consumerSql: string, idsSql: string) =>
     `INSERT INTO ${inboxTable} (consumer, message_id, processed_at${keyFn ? ', message_ms' : ''}) SELECT ${consumerSql}, id, now()${keyFn ? `, ${keyFn}(id::text)` : ''} ` +
     `FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;

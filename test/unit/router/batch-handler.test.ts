@@ -102,7 +102,7 @@ describe("the router's own round trips per chunk", () => {
     fake.log.length = 0;
     await run(d, [message(1)]);
     await run(d, [message(2)]);
-    expect(fake.log).toEqual(['pool:SELECT', 'BEGIN', 'SELECT', 'BEGIN', 'SELECT']);
+    expect(fake.log).toEqual(['SELECT', 'BEGIN', 'SELECT', 'BEGIN', 'SELECT']);
   });
 
   it.each(['event', 'batch'] as const)('is two for a chunk of 50 as for a chunk of 2 (%s handlers): BEGIN + inbox INSERT, then the closing check with the parked guard and COMMIT', async (handler) => {
