@@ -62,6 +62,10 @@ GRANT SELECT (slot_name, floor_tx_id, safe_xmin) ON ${outboxCleanupSlots} TO ${m
 GRANT SELECT, INSERT, DELETE ON ${inbox} TO ${routerRole};
 GRANT SELECT, INSERT, DELETE ON ${parked} TO ${routerRole};
 GRANT USAGE ON SEQUENCE ${parkedSequence} TO ${routerRole};
+-- …and, for a partitioned inbox (migration 016), adds time partitions ahead and drops those past the
+-- window through two SECURITY DEFINER functions: no DDL right on the inbox itself.
+REVOKE ALL ON FUNCTION ${inboxPartitionAdd}(bigint, bigint), ${inboxPartitionDrop}(text, text, timestamptz, integer) FROM PUBLIC, ${cdcRole}, ${appRole}, ${monitorRole}, ${relayRole};
+GRANT EXECUTE ON FUNCTION ${inboxPartitionAdd}(bigint, bigint), ${inboxPartitionDrop}(text, text, timestamptz, integer) TO ${routerRole};
 
 -- Polling relay: claims rows (SELECT … FOR UPDATE, which the column UPDATE grant allows), marks them
 -- published and counts attempts, and deletes published rows after relay.retentionMs. It cannot insert

@@ -7,7 +7,7 @@ import { connectorCommands } from './connector-commands';
 import { dbCommands } from './db-commands';
 import { devCommands, type DevCommandName } from './dev-commands';
 import { dlqCommands } from './dlq-commands';
-import { inboxPruneCommand } from './inbox-command';
+import { inboxPartitionCommand, inboxPruneCommand } from './inbox-command';
 import { kafkaAclsCommand } from './acls-command';
 import { topicsGrowCommand } from './grow-command';
 import { outboxCommands } from './outbox-commands';
@@ -39,6 +39,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
   program.addCommand(routerCommand());
   for (const command of dlqCommands()) program.addCommand(command);
   program.addCommand(inboxPruneCommand());
+  program.addCommand(inboxPartitionCommand());
   for (const command of outboxCommands()) program.addCommand(command);
   program.addCommand(watchdogCommand());
   program.addCommand(relayCommand());

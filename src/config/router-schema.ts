@@ -139,6 +139,16 @@ export const routerSettingsSchema = z
     inboxPruneIntervalMs: z.number().int().min(1_000).default(60_000),
     /** Inbox rows per DELETE statement, so a prune never holds many locks or one long transaction. */
     inboxPruneBatchSize: z.number().int().min(1).max(100_000).default(5_000),
+    /**
+     * 0 (default): the inbox is one table, pruned by DELETE. Otherwise the width of the time partitions of
+     * a partitioned inbox (docs/inbox-partitions.md; `outbox inbox:partition` converts one): the router adds
+     * them ahead and drops whole partitions past inboxRetentionMs instead of deleting their rows.
+     */
+    inboxPartitionIntervalMs: z.number().int().min(0).default(0).refine((v) => v === 0 || v >= 60_000, 'inboxPartitionIntervalMs must be 0 (no partitions) or at least 60000 (one minute); one day (86400000) suits most inboxes'),
+    /** Time partitions kept ready beyond the current one. */
+    inboxPartitionsAhead: z.number().int().min(1).max(100).default(3),
+    /** How long a partition drop waits for its locks before it gives up until the next run (inserts queue behind a waiting drop at most this long). */
+    inboxPartitionLockTimeoutMs: z.number().int().min(10).max(60_000).default(200),
     /** How often the parked-key gauges are read (one grouped query). 0: never. */
     parkedMetricsIntervalMs: z.number().int().min(0).default(30_000),
     /**
@@ -197,6 +207,9 @@ export const ROUTER_ENV_SETTINGS: ReadonlyArray<EnvSetting> = [
   { env: 'OUTBOX_ROUTER_ALLOW_SHORT_INBOX_RETENTION', path: ['router', 'allowShortInboxRetention'] },
   { env: 'OUTBOX_ROUTER_INBOX_PRUNE_INTERVAL_MS', path: ['router', 'inboxPruneIntervalMs'] },
   { env: 'OUTBOX_ROUTER_INBOX_PRUNE_BATCH_SIZE', path: ['router', 'inboxPruneBatchSize'] },
+  { env: 'OUTBOX_ROUTER_INBOX_PARTITION_INTERVAL_MS', path: ['router', 'inboxPartitionIntervalMs'] },
+  { env: 'OUTBOX_ROUTER_INBOX_PARTITIONS_AHEAD', path: ['router', 'inboxPartitionsAhead'] },
+  { env: 'OUTBOX_ROUTER_INBOX_PARTITION_LOCK_TIMEOUT_MS', path: ['router', 'inboxPartitionLockTimeoutMs'] },
   { env: 'OUTBOX_ROUTER_PARKED_METRICS_INTERVAL_MS', path: ['router', 'parkedMetricsIntervalMs'] },
   { env: 'OUTBOX_ROUTER_UNKNOWN_SCHEMA_ID_WAIT_MS', path: ['router', 'unknownSchemaIdWaitMs'] },
   { env: 'OUTBOX_ROUTER_ENVELOPE_DEFAULT_CONTENT_TYPE', path: ['router', 'envelope', 'defaultContentType'] },

@@ -39,3 +39,35 @@ export function uuidInboxRefuses(id: string, inboxTable: string): OutboxError {
     { details: { id: id.slice(0, 100), inboxTable } },
   );
 }
+
+const keyCache = new WeakMap<object, Map<string, Promise<string | null>>>();
+
+/**
+ * The partitioned inbox's key function (migration 016: message_ms = fn(message_id), enforced by a CHECK),
+ * schema-qualified and escaped, found through that CHECK's dependency; null before migration 016, when
+ * the INSERT leaves message_ms out. Cached per pool and table like the id type; `forgetInboxKeyFunction`
+ * drops it (the router does on a check violation of its INSERT).
+ */
+export function inboxKeyFunction(db: Pick<Pool, 'query'>, inboxTable: string, cacheOwner: object = db): Promise<string | null> {
+  let byTable = keyCache.get(cacheOwner);
+  if (!byTable) keyCache.set(cacheOwner, (byTable = new Map<string, Promise<string | null>>()));
+  let fn = byTable.get(inboxTable);
+  if (!fn) {
+    fn = db
+      .query<{ fn: string }>(
+        'SELECT format($2, n.nspname, p.proname) AS fn FROM pg_constraint c ' +
+          "JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_proc'::regclass " +
+          'JOIN pg_proc p ON p.oid = d.refobjid JOIN pg_namespace n ON n.oid = p.pronamespace ' +
+          "WHERE c.conrelid = to_regclass($1) AND c.contype = 'c' AND pg_get_constraintdef(c.oid) LIKE '%message_ms = %' LIMIT 1",
+        [inboxTable, '%I.%I'],
+      )
+      .then(({ rows }) => rows[0]?.fn ?? null);
+    byTable.set(inboxTable, fn);
+    fn.catch(() => byTable?.delete(inboxTable));
+  }
+  return fn;
+}
+
+export function forgetInboxKeyFunction(cacheOwner: object, inboxTable: string): void {
+  keyCache.get(cacheOwner)?.delete(inboxTable);
+}

@@ -110,4 +110,4 @@ export function createPool(database: OutboxConfig['database'], overrides: Partia
   return pool;
 }
 export { runCleanup, type CleanupOptions } from './delete-in-batches';
-export { inboxIdType, uuidInboxRefuses, type InboxIdType } from './inbox-id-type';
+export { forgetInboxKeyFunction, inboxIdType, inboxKeyFunction, uuidInboxRefuses, type InboxIdType } from './inbox-id-type';

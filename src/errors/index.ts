@@ -23,6 +23,8 @@ export const ERROR_CODES = [
   'CONSUMER_NAME_REQUIRED',
   'GROUP_ID_MISMATCH',
   'INBOX_RETENTION_TOO_SHORT',
+  // The inbox is not in the shape router.inboxPartitionIntervalMs asks for (partitioned or not), or migration 016 is missing.
+  'INBOX_NOT_PARTITIONED',
   'OUTBOX_CLEANUP_UNAVAILABLE',
   'RELAY_SWITCH_REFUSED',
   'WRITER_MODE_CONFLICT',

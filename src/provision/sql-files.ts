@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { escapeIdentifier } from 'pg';
+import { escapeIdentifier, escapeLiteral } from 'pg';
 import type { OutboxConfig } from '../config';
 import { qualified } from '../db';
 import { OutboxError } from '../errors';
@@ -134,6 +134,23 @@ export function parkedTableName(inboxTable: string): string {
   return derivedName(inboxTable, '_parked');
 }
 
+/**
+ * The partitioned inbox's objects (migration 016, docs/inbox-partitions.md), schema-qualified and escaped:
+ * the key function, the SECURITY DEFINER functions that add and drop a time partition, and the catch-all
+ * partition (the table before conversion, renamed). `catchAllName` unescaped, for catalog lookups.
+ */
+export function inboxPartitionNames(outbox: { schema: string; inboxTable: string }): { messageMs: string; add: string; drop: string; catchAll: string; catchAllName: string; keyCheck: string } {
+  const catchAllName = derivedName(outbox.inboxTable, '_other');
+  return {
+    messageMs: qualified(outbox.schema, derivedName(outbox.inboxTable, '_message_ms')),
+    add: qualified(outbox.schema, derivedName(outbox.inboxTable, '_partition_add')),
+    drop: qualified(outbox.schema, derivedName(outbox.inboxTable, '_partition_drop')),
+    catchAll: qualified(outbox.schema, catchAllName),
+    catchAllName,
+    keyCheck: escapeIdentifier(derivedName(outbox.inboxTable, '_message_ms_check')),
+  };
+}
+
 /** Every placeholder the SQL files may use, as escaped identifiers. */
 export function sqlValues(config: OutboxConfig): Record<string, string> {
   const { outbox, roles, database } = config;
@@ -153,6 +170,12 @@ export function sqlValues(config: OutboxConfig): Record<string, string> {
     inbox: qualified(outbox.schema, outbox.inboxTable),
     parked: qualified(outbox.schema, parkedTableName(outbox.inboxTable)),
     inboxProcessedIndex: escapeIdentifier(derivedName(outbox.inboxTable, '_processed_idx')),
+    inboxLiteral: escapeLiteral(qualified(outbox.schema, outbox.inboxTable)),
+    parkedLiteral: escapeLiteral(qualified(outbox.schema, parkedTableName(outbox.inboxTable))),
+    inboxMessageMs: inboxPartitionNames(outbox).messageMs,
+    inboxPartitionAdd: inboxPartitionNames(outbox).add,
+    inboxPartitionDrop: inboxPartitionNames(outbox).drop,
+    inboxKeyCheck: inboxPartitionNames(outbox).keyCheck,
     parkedSequence: qualified(outbox.schema, pgObjectName(parkedTableName(outbox.inboxTable), 'seq', 'seq')),
     outboxAggregateTypeCheck: escapeIdentifier(pgObjectName(outbox.table, 'aggregate_type', 'check')),
     heartbeat: qualified(outbox.schema, outbox.heartbeatTable),

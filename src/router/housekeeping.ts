@@ -1,7 +1,8 @@
 import type { Pool } from 'pg';
 import { pgCode, qualified } from '../db';
-import { parkedTableName } from '../provision/sql-files';
+import { inboxPartitionNames, parkedTableName } from '../provision/sql-files';
 import { repeatUntilAborted } from '../service';
+import { assertInboxShape, prunePartitionedInbox } from './inbox-partitions';
 import { inboxRowsEstimate, pruneInbox } from './inbox-retention';
 import type { PruneGuard } from './prune-guard';
 import type { RouterRuntime } from './runtime';
@@ -39,8 +40,48 @@ export function runHousekeeping(rt: RouterRuntime, pool: Pool, signal: AbortSign
   const parked = qualified(schema, parkedTableName(inboxTable));
   const onError = (task: string) => (error: unknown) => rt.events.emit('router.housekeeping-failed', { task, code: pgCode(error), error: (error as Error).message });
   const tasks: Promise<void>[] = [];
-  if (settings.inboxRetentionMs > 0) {
+  if (settings.inboxPartitionIntervalMs > 0) {
+    // A partitioned inbox (migration 016): partitions are added ahead even while pruning is blocked or off.
+    const fns = inboxPartitionNames({ schema, inboxTable });
+    const run = async () => {
+      const blocked = () => guard.blocked() !== undefined;
+      if (settings.inboxRetentionMs > 0) await guard.check();
+      const result = await prunePartitionedInbox(pool, {
+        inboxTable: inbox,
+        parkedTable: parked,
+        fns,
+        consumer: settings.consumer,
+        retentionMs: settings.inboxRetentionMs,
+        intervalMs: settings.inboxPartitionIntervalMs,
+        ahead: settings.inboxPartitionsAhead,
+        lockTimeoutMs: settings.inboxPartitionLockTimeoutMs,
+        batchSize: settings.inboxPruneBatchSize,
+        signal,
+        blocked,
+      });
+      const { drop } = result;
+      // Logged (info) when something happened: a partition added, dropped, or kept past the window.
+      const kept = Object.keys(drop?.kept ?? {}).some((why) => why !== 'too-new');
+      if (result.added.length > 0 || (drop?.dropped ?? 0) > 0 || kept) {
+        rt.events.emit('router.inbox-partitions', {
+          added: result.added,
+          dropped: drop?.dropped ?? 0,
+          droppedNames: drop?.names ?? [],
+          rows: drop?.rows ?? 0,
+          kept: drop?.kept ?? {},
+          ms: Math.round(drop?.ms ?? 0),
+          lockWaitMs: drop?.lockWaitMs ?? 0,
+          heldMs: drop?.heldMs ?? 0,
+          dropMs: drop?.dropMs ?? 0,
+        });
+      }
+      if (result.delete) rt.events.emit('router.inbox-pruned', { ...result.delete, rows: await inboxRowsEstimate(pool, inbox) });
+    };
+    tasks.push(repeatUntilAborted(run, { signal, intervalMs: settings.inboxPruneIntervalMs, onError: onError('inbox-partitions') }));
+  } else if (settings.inboxRetentionMs > 0) {
     const prune = async () => {
+      // A partitioned inbox needs the setting (nothing else adds its partitions): said at every run.
+      await assertInboxShape(pool, inbox, 0);
       if (await guard.check()) return;
       const blocked = () => guard.blocked() !== undefined;
       const result = await pruneInbox(pool, { inboxTable: inbox, parkedTable: parked, consumer: settings.consumer, retentionMs: settings.inboxRetentionMs, batchSize: settings.inboxPruneBatchSize, signal, blocked });

@@ -1,7 +1,8 @@
 import { escapeLiteral, type Pool, type PoolClient, type QueryResult } from 'pg';
-import { inboxIdType, pgCode, uuidInboxRefuses } from '../db';
+import { inboxIdType, inboxKeyFunction, pgCode, uuidInboxRefuses } from '../db';
 import { isUuid } from '../envelope';
 import { isOutboxError, OutboxError } from '../errors';
+import { missingPartition } from './inbox-partitions';
 import { CHECK_NOT_OURS, CHECK_PARKED, checkFailure, closingStatement, parkedNow, type ClosingGuard } from './closing-check';
 
 export type ApplyResult = 'applied' | 'duplicate';
@@ -107,7 +108,7 @@ export async function applyMany<T extends InboxItem>(pool: Pool, inboxTable: str
   try {
     let inbox: { fresh: Set<string>; txid: string | undefined };
     try {
-      inbox = await beginAndInsert(client, inboxTable, consumer, items);
+      inbox = await beginAndInsert(pool, client, inboxTable, consumer, items);
     } catch (error) {
       throw new InboxUnavailable(error);
     }
@@ -312,12 +313,32 @@ function inboxKey(id: string): string {
  * literal; otherwise two round trips with parameters, as text (migration 013: an inbox still on uuid
  * ids refuses them first). No new row: no handler runs, so no id is needed.
  */
-async function beginAndInsert(client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
+async function beginAndInsert(pool: Pool, client: PoolClient, inboxTable: string, consumer: string, items: readonly InboxItem[]): Promise<{ fresh: Set<string>; txid: string | undefined }> {
   // Keys, not ids as given: a UUID in upper case beside a text id takes the text path, where only this
   // lower-casing makes it the same key as the uuid path's (found by inbox-text-ids.test.ts).
   const ids = items.map((i) => inboxKey(i.id));
+  // An inbox of migration 016 is keyed by message_ms too, a function of message_id: one catalog query per
+  // pool and table finds the function (before 016: none, and the INSERT is as before). On this client: a
+  // second connection of the pool could wait for ours (a pool of one).
+  const keyFn = await inboxKeyFunction(client, inboxTable, pool);
   const insert = (consumerSql: string, idsSql: string) =>
-    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at) SELECT ${consumerSql}, id, now() FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+    `INSERT INTO ${inboxTable} (consumer, message_id, processed_at${keyFn ? ', message_ms' : ''}) SELECT ${consumerSql}, id, now()${keyFn ? `, ${keyFn}(id::text)` : ''} ` +
+    `FROM unnest(${idsSql}) AS t(id) ON CONFLICT DO NOTHING RETURNING message_id::text, txid_current()::text AS txid`;
+  try {
+    return await insertRows(client, inboxTable, consumer, ids, insert);
+  } catch (error) {
+    if (pgCode(error) === '23514') await missingPartition(pool, client, inboxTable, ids, keyFn, error as Error);
+    throw error;
+  }
+}
+
+async function insertRows(
+  client: PoolClient,
+  inboxTable: string,
+  consumer: string,
+  ids: string[],
+  insert: (consumerSql: string, idsSql: string) => string,
+): Promise<{ fresh: Set<string>; txid: string | undefined }> {
   let rows: Array<{ message_id: string; txid: string }>;
   if (ids.every(isUuid)) {
     const results = (await client.query(`BEGIN; ${insert(escapeLiteral(consumer), `'{${ids.join(',')}}'::uuid[]`)}`)) as unknown as Array<QueryResult<{ message_id: string; txid: string }>>;

@@ -44,6 +44,10 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
   const pruneBlocked = new Gauge({ name: 'outbox_router_inbox_prune_blocked', help: '1 while the inbox prune is stopped for this reason (a routed topic compacted, kept forever, longer-lived than the window, or unreadable), else 0.', labelNames: ['reason'], registers });
   const unblock = () => PRUNE_BLOCK_REASONS.forEach((reason) => pruneBlocked.set({ reason }, 0));
   unblock();
+  const partitionsDropped = new Counter({ name: 'outbox_router_inbox_partitions_dropped_total', help: 'Inbox partitions dropped past router.inboxRetentionMs (a partitioned inbox).', registers });
+  const partitionRows = new Counter({ name: 'outbox_router_inbox_partition_rows_dropped_total', help: 'Inbox rows removed with the partitions dropped.', registers });
+  const partitionsKept = new Counter({ name: 'outbox_router_inbox_partitions_kept_total', help: 'Partition drops refused by reason (parked, other-consumers, processed-late, lock-timeout), per run.', labelNames: ['reason'], registers });
+  const partitionLock = new Gauge({ name: 'outbox_router_inbox_partition_last_lock_seconds', help: 'The last partition run: the longest lock wait (wait), the longest time a partition was locked (held: checks, count, DROP) and the longest DROP (drop: the parent locked, inserts wait).', labelNames: ['phase'], registers });
   const inboxRows = new Gauge({ name: 'outbox_router_inbox_rows_estimate', help: "The inbox's row count as the planner estimates it (pg_class.reltuples), every consumer's rows.", registers });
   const parkedKeys = new Gauge({ name: 'outbox_router_parked_keys', help: "This consumer's parked keys (their events go to the DLQ until replayed or released), by aggregate type.", labelNames: ['aggregate_type'], registers });
   const parkedEvents = new Gauge({ name: 'outbox_router_parked_events', help: "This consumer's parked events (rows of the parked-keys table), by aggregate type.", labelNames: ['aggregate_type'], registers });
@@ -114,6 +118,13 @@ export function createRouterMetrics(registry: Registry = new Registry()): Router
         lastPrune.set(Date.now() / 1000);
         pruneSeconds.set(Number(data.ms ?? 0) / 1000);
         inboxRows.set(Number(data.rows ?? 0));
+      } else if (name === 'router.inbox-partitions') {
+        partitionsDropped.inc(Number(data.dropped ?? 0));
+        partitionRows.inc(Number(data.rows ?? 0));
+        for (const [reason, n] of Object.entries((data.kept ?? {}) as Record<string, number>)) if (reason !== 'too-new') partitionsKept.inc({ reason }, n);
+        partitionLock.set({ phase: 'wait' }, Number(data.lockWaitMs ?? 0) / 1000);
+        partitionLock.set({ phase: 'held' }, Number(data.heldMs ?? 0) / 1000);
+        partitionLock.set({ phase: 'drop' }, Number(data.dropMs ?? 0) / 1000);
       } else if (name === 'router.inbox-prune-blocked') {
         unblock();
         for (const reason of (data.reasons ?? []) as string[]) pruneBlocked.set({ reason }, 1);

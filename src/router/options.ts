@@ -96,6 +96,9 @@ export interface ResolvedSettings {
   allowShortInboxRetention: boolean;
   inboxPruneIntervalMs: number;
   inboxPruneBatchSize: number;
+  inboxPartitionIntervalMs: number;
+  inboxPartitionsAhead: number;
+  inboxPartitionLockTimeoutMs: number;
   parkedMetricsIntervalMs: number;
   unknownSchemaIdWaitMs: number;
   /** `router.envelope`: where the id, type and content type are, and the value's converter. */

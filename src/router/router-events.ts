@@ -18,4 +18,5 @@ export const ROUTER_EVENT_LEVELS: EventLevels<RouterEventName> = {
   'router.housekeeping-failed': 'warn',
   'router.inbox-prune-blocked': 'error',
   'router.inbox-prune-resumed': 'info',
+  'router.inbox-partitions': 'info',
 };

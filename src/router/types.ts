@@ -92,6 +92,8 @@ export type RouterEventName =
   | 'router.revoked'
   /** One inbox prune run: rows deleted, statements, duration, and the inbox's estimated row count after it. */
   | 'router.inbox-pruned'
+  /** A partitioned inbox's run: partitions added ahead, dropped (their rows, the longest lock wait and hold) and kept past the window by reason. */
+  | 'router.inbox-partitions'
   /** The inbox prune stopped (at every check while it stays so): a routed topic's records may live longer than the window, or its settings are unreadable. */
   | 'router.inbox-prune-blocked'
   /** The retention check passes again: the prune runs. */

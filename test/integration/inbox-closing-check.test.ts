@@ -52,7 +52,9 @@ describe('the closing check and COMMIT in one round trip', () => {
         if (prop !== 'connect') return Reflect.get(target, prop, receiver) as unknown;
         return async () => {
           const client = await target.connect();
-          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+          // Wrapped once: the pool hands the same client out again.
+          const held = client as { unwrappedQuery?: (...args: unknown[]) => Promise<unknown> };
+          const query = (held.unwrappedQuery ??= client.query.bind(client) as (...args: unknown[]) => Promise<unknown>);
           (client as { query: unknown }).query = (...args: unknown[]) => {
             const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string }).text ?? '');
             sent.push(text.startsWith('INSERT INTO effects') ? 'handler' : (text.split(/[ ;]/)[0] as string));
@@ -62,6 +64,10 @@ describe('the closing check and COMMIT in one round trip', () => {
         };
       },
     });
+    // Once per pool, not per chunk: the catalog query for the inbox's key function (migration 016).
+    await applyMany(counting, 'inbox', 'c', [{ id: randomUUID() }], { calls: calls(effect) });
+    expect(sent[0]).toBe('SELECT');
+    sent.length = 0;
     await expect(applyMany(counting, 'inbox', 'c', [{ id }], { calls: calls(effect) })).resolves.toEqual(['applied']);
     expect(sent).toEqual(['BEGIN', 'handler', 'SELECT']);
     expect([await rows('inbox', id), await rows('effects', id)]).toEqual([1, 1]);

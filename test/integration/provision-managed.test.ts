@@ -65,7 +65,7 @@ describe('db:provision as a CREATEROLE + REPLICATION admin (PostgreSQL 16+)', ()
     }
     const first = await provision(config);
     expect(first.preflight.path).toBe('createrole-replication');
-    expect(first.applied).toHaveLength(15);
+    expect(first.applied).toHaveLength(16);
     expect(first.rolesCreated.sort()).toEqual(ROLE_KINDS.map((kind) => config.roles[kind]).sort());
     expect(first.passwordsSet.sort()).toEqual(first.rolesCreated);
     expect(first.attributesChanged).toEqual([`${config.roles.cdc}: REPLICATION`]);

@@ -44,10 +44,10 @@ describe('db:provision', () => {
 
   it('applies the migrations once; a second run is a no-op', async () => {
     const first = await provision(config);
-    expect(MIGRATIONS).toHaveLength(15);
+    expect(MIGRATIONS).toHaveLength(16);
     expect(MIGRATIONS.slice(0, 7)).toEqual(['1_outbox', '2_inbox', '3_heartbeat', '4_publication', '5_parked', '6_relay_cleanup_index', '7_outbox_order']);
     expect(first.applied).toEqual(MIGRATIONS);
-    expect(MIGRATIONS.slice(7)).toEqual(['8_outbox_limits', '9_parked_head_index', '10_inbox_retention', '11_outbox_cleanup', '12_outbox_cleanup_slot_identity', '13_inbox_text_ids', '14_topic_partitions', '15_outbox_partitions']);
+    expect(MIGRATIONS.slice(7)).toEqual(['8_outbox_limits', '9_parked_head_index', '10_inbox_retention', '11_outbox_cleanup', '12_outbox_cleanup_slot_identity', '13_inbox_text_ids', '14_topic_partitions', '15_outbox_partitions', '16_inbox_partitions']);
     expect(first.rolesCreated.sort()).toEqual(ROLE_KINDS.map((kind) => config.roles[kind]).sort());
 
     const second = await provision(config);

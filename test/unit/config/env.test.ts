@@ -35,6 +35,7 @@ const SAMPLES: Record<string, string> = {
   'watchdog.standby.databaseUrl': 'postgres://monitor@standby.test:5432/app',
   'router.maxTransactionRecords': '100',
   'router.sessionTimeoutMs': '20000',
+  'router.inboxPartitionIntervalMs': '86400000',
   'console.token': 'v_token-of-sixteen-chars',
   'acls.connectPrincipal': 'User:v_connect',
   'acls.connectorPrincipal': 'User:v_connector',

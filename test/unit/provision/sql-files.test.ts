@@ -47,6 +47,7 @@ describe('loadMigrations (shipped files)', () => {
       [13, 'inbox_text_ids'],
       [14, 'topic_partitions'],
       [15, 'outbox_partitions'],
+      [16, 'inbox_partitions'],
     ]);
   });
 
@@ -209,6 +210,10 @@ describe('rendering every SQL file with hostile names', () => {
     `${hostile.inboxTable}_parked`,
     `${hostile.inboxTable}_parked_seq_seq`,
     `${hostile.inboxTable}_processed_idx`,
+    `${hostile.inboxTable}_message_ms`,
+    `${hostile.inboxTable}_message_ms_check`,
+    `${hostile.inboxTable}_partition_add`,
+    `${hostile.inboxTable}_partition_drop`,
     `${hostile.table}_cleanup`,
     `${hostile.table}_cleanup_marks`,
     `${hostile.table}_cleanup_slots`,
@@ -238,8 +243,11 @@ describe('rendering every SQL file with hostile names', () => {
     const identifiers = tokens.filter((t) => t.startsWith('"')).map((t) => t.slice(1, -1).replace(/""/g, '"'));
     expect(identifiers.length).toBeGreaterThan(0);
     expect(identifiers.filter((id) => !allowedNames.has(id))).toEqual([]);
-    // no configured name hides in a literal or a comment either
-    expect(tokens.filter((t) => !t.startsWith('"') && t.includes('zq'))).toEqual([]);
+    // no configured name hides in a literal or a comment either, but for the inbox's and the parked
+    // table's qualified names escaped as whole literals (migration 014's functions look them up at run time)
+    const values = sqlValues(cfg);
+    const literals = new Set([values.inboxLiteral, values.parkedLiteral]);
+    expect(tokens.filter((t) => !t.startsWith('"') && t.includes('zq') && !literals.has(t))).toEqual([]);
     // no fragment of a hostile name escaped into the SQL text
     expect(outside).not.toContain('zq');
     expect(outside).not.toContain('DROP SCHEMA');

@@ -88,10 +88,22 @@ describe("the router's own round trips per chunk", () => {
     const handlers: Handlers = { order: { A: handler === 'event' ? async () => {} : { batch: async () => {} } } };
     const { d } = fakeDeps({ handlers, pool: fake.pool });
     d.parked = await ParkedKeys.load(fake.pool, 'parked', 'c', 'order', ['k0', 'k1']);
+    // Once per pool, not per chunk: the catalog query for the inbox's key function (migration 016).
+    await run(d, [message(1000)]);
     fake.log.length = 0;
     await run(d, Array.from({ length: records }, (_, i) => message(i)));
     return fake.log;
   }
+
+  it('looks up the inbox key function once per pool, before the first chunk only', async () => {
+    const fake = fakePool();
+    const { d } = fakeDeps({ handlers: { order: { A: async () => {} } }, pool: fake.pool });
+    d.parked = await ParkedKeys.load(fake.pool, 'parked', 'c', 'order', ['k0', 'k1']);
+    fake.log.length = 0;
+    await run(d, [message(1)]);
+    await run(d, [message(2)]);
+    expect(fake.log).toEqual(['SELECT', 'BEGIN', 'SELECT', 'BEGIN', 'SELECT']);
+  });
 
   it.each(['event', 'batch'] as const)('is two for a chunk of 50 as for a chunk of 2 (%s handlers): BEGIN + inbox INSERT, then the closing check with the parked guard and COMMIT', async (handler) => {
     const expected = ['BEGIN', 'SELECT'];

@@ -36,4 +36,19 @@ describe('router metrics', () => {
     expect(text).not.toContain('outbox_router_waiting_oldest_seconds{code="SCHEMA_ID_UNKNOWN"}');
     expect(text).toContain('outbox_router_waiting_records{code="REGISTRY_UNAVAILABLE"} 1');
   });
+
+  it('counts partition drops, their rows and the drops refused by reason, and keeps the last run\'s lock times', async () => {
+    const { registry, onEvent } = createRouterMetrics();
+    onEvent('router.inbox-partitions', { added: [], dropped: 2, rows: 1_500, kept: { parked: 1, 'too-new': 4 }, ms: 90, lockWaitMs: 1.5, heldMs: 40, dropMs: 2 });
+    onEvent('router.inbox-partitions', { added: ['inbox_p20261210t000000'], dropped: 0, rows: 0, kept: { parked: 1, 'lock-timeout': 1 }, ms: 5, lockWaitMs: 200, heldMs: 0, dropMs: 0 });
+    const text = await registry.metrics();
+    expect(text).toContain('outbox_router_inbox_partitions_dropped_total 2');
+    expect(text).toContain('outbox_router_inbox_partition_rows_dropped_total 1500');
+    expect(text).toContain('outbox_router_inbox_partitions_kept_total{reason="parked"} 2');
+    expect(text).toContain('outbox_router_inbox_partitions_kept_total{reason="lock-timeout"} 1');
+    // A partition inside the window is not a refused drop.
+    expect(text).not.toContain('reason="too-new"');
+    expect(text).toContain('outbox_router_inbox_partition_last_lock_seconds{phase="wait"} 0.2');
+    expect(text).toContain('outbox_router_inbox_partition_last_lock_seconds{phase="held"} 0');
+  });
 });
