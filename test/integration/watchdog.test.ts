@@ -52,6 +52,10 @@ describe('slot-lag watchdog (real PostgreSQL, real slots)', () => {
       env: {},
       overrides: {
         ...pipeline,
+        // A connector name no deployed connector has: the watchdog reads the named connector's stored offset
+        // from Connect, and the demo test leaves the default one (outbox-connector) deployed with an offset,
+        // which turned a missing slot here into SLOT_MISSING_AFTER_FAILOVER when it ran first.
+        connector: { name: randomIdentifier('wdconn'), ...pipeline.connector },
         database: { host: STACK_HOST, port: testPostgresPort(), database: db.name, user: POSTGRES.user, password: POSTGRES.password, ...database },
         watchdog: {
           intervalMs: 200,
