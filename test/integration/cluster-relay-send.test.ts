@@ -78,7 +78,17 @@ function keyFor(partition: number, count: number, prefix: string): string {
   }
 
   async function onTopic(topic: string): Promise<string[]> {
-    const offsets = await admin.fetchTopicOffsets(topic);
+    // The reassignment that moved partition 0 may still be electing its leader ("There is no leader for
+    // this topic-partition as we are in the middle of a leadership election", seen once in CI): a
+    // retriable error, so read again until the election is over.
+    const offsets = await until('the topic\'s end offsets', async () => {
+      try {
+        return await admin.fetchTopicOffsets(topic);
+      } catch (error) {
+        if ((error as { retriable?: boolean }).retriable) return undefined;
+        throw error;
+      }
+    });
     const consumer = kafka.consumer({ groupId: randomName('relay-send-read'), maxWaitTimeInMs: 100 });
     const values: string[] = [];
     await consumer.connect();
