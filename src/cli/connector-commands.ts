@@ -19,7 +19,8 @@ import {
   type StrimziOptions,
 } from '../connector';
 import { OutboxError } from '../errors';
-import { configFrom, wholeNumber, withConfigOption } from './config-option';
+import { configFrom, loadCommandOutboxes, wholeNumber, withConfigOption } from './config-option';
+import { runEachOutbox } from './each-outbox';
 import { action, formatMs, loggerFor } from './run-command';
 
 interface CommonOptions {
@@ -106,14 +107,14 @@ function deployCommand(): Command {
       ),
     'deploy despite guard-rail refusals (unknown slot position, missing slot, unpublished rows older than the slot, compacted topics, unsafe --set values)',
   ).action(
-    action(async (opts: CommonOptions & BuildFlags & { dryRun: boolean; resnapshot: boolean }, command: Command) => {
-      const log = loggerFor(command);
-      const config = configFrom(command);
-      const result = await deployConnector(config, { dryRun: opts.dryRun, resnapshot: opts.resnapshot, log, ...desiredFrom(opts) });
-      // A new connector's diff is its whole config: printed on a dry run only.
-      const changes = result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff);
-      print(opts.json, result, () => [
-        ...changes,
+    action(async (opts: CommonOptions & BuildFlags & { dryRun: boolean; resnapshot: boolean }, command: Command) =>
+      // One connector after another (Connect rebalances on each write); one refused or failing leaves the others deployed.
+      runEachOutbox(loadCommandOutboxes(command, []), loggerFor(command), (outbox, log) => deployConnector(outbox.config, { dryRun: opts.dryRun, resnapshot: opts.resnapshot, log, ...desiredFrom(opts) }), {
+        json: Boolean(opts.json),
+        concurrent: false,
+        lines: (result) => [
+        // A new connector's diff is its whole config: printed on a dry run only.
+        ...(result.action === 'created' ? [`${result.diff.added.length} properties (--json prints them)`] : formatDiff(result.diff)),
         ...result.overridden.map((o) => `forced past: ${o}`),
         ...(result.warnings ?? []).map((w) => `warning: ${w}`),
         result.action === 'unchanged'
@@ -121,8 +122,9 @@ function deployCommand(): Command {
           : result.action === 'dry-run'
             ? `dry run: connector ${result.connector} would be ${result.diff.added.length === Object.keys(result.config).length ? 'created' : 'updated'}; nothing written`
             : `connector ${result.connector} ${result.action}${result.runningAfterMs === undefined ? '' : `, RUNNING after ${formatMs(result.runningAfterMs)}`}`,
-      ]);
-    }),
+        ],
+      }),
+    ),
   );
 }
 
@@ -162,7 +164,7 @@ function renderCommand(): Command {
         ...(opts.secretKey === undefined ? {} : { secretKey: opts.secretKey }),
       };
       const strimzi = Object.keys(given).length > 0 ? given : undefined;
-      process.stdout.write(renderConnector(configFrom(command), { format: opts.format, strimzi, ...desiredFrom(opts) }));
+      process.stdout.write(renderConnector(configFrom(command, 'outbox'), { format: opts.format, strimzi, ...desiredFrom(opts) }));
     }),
   );
 }
@@ -199,7 +201,7 @@ function statusCommand(): Command {
     ),
   ).action(
     action(async (opts: CommonOptions, command: Command) => {
-      const report = await connectorStatus(configFrom(command));
+      const report = await connectorStatus(configFrom(command, 'outbox'));
       print(opts.json, report, () => statusLines(report));
       return report.healthy ? 0 : 1;
     }),
@@ -209,7 +211,7 @@ function statusCommand(): Command {
 function simpleCommand(name: string, description: string, run: (config: OutboxConfig) => Promise<void>, done: string): Command {
   return withCommon(new Command(name).description(description), false).action(
     action(async (_opts: CommonOptions, command: Command) => {
-      const config = configFrom(command);
+      const config = configFrom(command, 'outbox');
       await run(config);
       process.stdout.write(`connector ${config.connector.name}: ${done}\n`);
     }),
@@ -239,7 +241,7 @@ function deleteCommand(): Command {
     .addOption(peekTimeoutOption('with --drop-slot: '))
     .action(
       action(async (opts: CommonOptions & { dropSlot: boolean; force: boolean; peekTimeoutMs: number }, command: Command) => {
-        const result = await deleteConnector(configFrom(command), { dropSlot: opts.dropSlot, force: opts.force, peekTimeoutMs: opts.peekTimeoutMs, log: loggerFor(command) });
+        const result = await deleteConnector(configFrom(command, 'outbox'), { dropSlot: opts.dropSlot, force: opts.force, peekTimeoutMs: opts.peekTimeoutMs, log: loggerFor(command) });
         const u = result.unconfirmed;
         print(opts.json, result, () => [
           `connector ${result.connector}: ${result.deleted ? 'deleted' : 'was not deployed'}`,

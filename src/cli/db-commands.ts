@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { provision } from '../provision';
-import { configFrom, withConfigOption } from './config-option';
+import { loadCommandOutboxes, withConfigOption } from './config-option';
+import { runEachOutbox } from './each-outbox';
 import { action, loggerFor } from './run-command';
 
 export function dbCommands(): Command[] {
@@ -14,14 +15,12 @@ export function dbCommands(): Command[] {
     .option('--dry-run', 'run everything inside a transaction, report it, and roll back', false)
     .option('--json', 'print the report as JSON', false)
     .action(
-      action(async (opts: { dryRun: boolean; json: boolean }, command: Command) => {
-        const log = loggerFor(command);
-        const report = await provision(configFrom(command), { log, dryRun: opts.dryRun });
-        if (opts.json) {
-          process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-          return;
-        }
-        const lines = [
+      action(async (opts: { dryRun: boolean; json: boolean }, command: Command) =>
+        // One outbox after another: each in its own locked transaction, one's failure leaving the others done.
+        runEachOutbox(loadCommandOutboxes(command, []), loggerFor(command), (outbox, log) => provision(outbox.config, { log, dryRun: opts.dryRun }), {
+          json: opts.json,
+          concurrent: false,
+          lines: (report) => [
           `database ${report.database} (PostgreSQL ${report.preflight.version}, wal_level=${report.preflight.walLevel}, ` +
             `slots ${report.preflight.slots.used}/${report.preflight.slots.max}, WAL senders ${report.preflight.walSenders.used}/${report.preflight.walSenders.max})`,
           report.applied.length ? `applied: ${report.applied.join(', ')}` : `up to date (${report.alreadyApplied.length} migrations already applied)`,
@@ -32,9 +31,9 @@ export function dbCommands(): Command[] {
           report.limits.changed.length ? `limit constraints set: ${report.limits.changed.join(', ')}` : 'limit constraints: unchanged',
           ...(report.limits.notValidated.length ? [`NOT VALID (existing rows break them; new rows are checked): ${report.limits.notValidated.join(', ')}`] : []),
           report.dryRun ? 'DRY RUN: everything above was rolled back' : 'committed',
-        ];
-        process.stdout.write(`${lines.join('\n')}\n`);
-      }),
+          ],
+        }),
+      ),
     );
   return [provisionCommand];
 }

@@ -27,7 +27,7 @@ export function topicsGrowCommand(): Command {
     .action(
       action(async (opts: { topic: string[]; partitions: number; group: string[]; producer: 'connector' | 'none'; timeoutMs: number; json: boolean }, command: Command) => {
         const log = loggerFor(command);
-        const config = loadCommandConfig(command, []).config;
+        const config = loadCommandConfig(command, [], 'outbox').config;
         const report = await growTopics(config, { topics: opts.topic, partitions: opts.partitions, groups: opts.group, producer: opts.producer, timeoutMs: opts.timeoutMs, logger: log });
         if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
         else log.info({ ms: report.ms }, `grew ${report.topics.map((t) => `${t.topic} ${t.from} → ${t.to}`).join(', ')} after ${report.groups.join(', ')} applied everything (${formatMs(report.ms)})`);

@@ -31,6 +31,7 @@ export function buildProgram(dev: Record<DevCommandName, () => Command> = devCom
     .addOption(new Option('--log-level <level>', 'log level (default: $LOG_LEVEL or info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']))
     // no default here: LOG_LEVEL applies when the flag is absent
     .addOption(new Option('--log-format <format>', 'json for machines, pretty for people (default: pretty on a terminal)').choices(['json', 'pretty']))
+    .option('--outbox <names>', 'with an outboxes section in --config: the outbox (or a comma list, for the commands that handle several) to act on; default: all of them (docs/multi-outbox.md)')
     .showHelpAfterError('(run with --help for usage)');
   program.addCommand(dev.stack());
   for (const command of dbCommands()) program.addCommand(command);

@@ -1,11 +1,11 @@
 import { Command } from 'commander';
-import { describeRefusal, runBelowFloorCleanup, runOutboxCleanup, type BelowFloorRun } from '../cleanup';
-import type { OutboxConfig } from '../config';
+import { describeRefusal, runBelowFloorCleanup, runOutboxCleanup, type BelowFloorRun, type OutboxCleanupRun } from '../cleanup';
+import type { NamedOutbox, OutboxConfig } from '../config';
 import { OutboxError } from '../errors';
 import { switchToRelay } from '../connector';
 import { watchdogDatabase } from '../watchdog';
 import { createPool } from '../db';
-import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { defaultOf, loadCommandConfig, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { peekTimeoutOption } from './connector-commands';
 import { action, formatMs, loggerFor, runOnceOrEvery } from './run-command';
 
@@ -44,33 +44,49 @@ function cleanupCommand(): Command {
     .action(
       action(async (opts: { once: boolean; json: boolean; belowFloor: boolean; dryRun: boolean; yes: boolean }, command: Command) => {
         const log = loggerFor(command);
-        const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS);
-        if (opts.belowFloor) return belowFloor(config, opts);
+        const outboxes = loadCommandOutboxes(command, OUTBOX_CLEANUP_FLAGS);
+        if (opts.belowFloor) {
+          if (outboxes.length > 1) throw new OutboxError('FLAG_INVALID', `outbox:cleanup --below-floor acts on one outbox: name it with --outbox (one of ${outboxes.map((o) => o.name).join(', ')}).`, { details: { flag: '--outbox' } });
+          return belowFloor((outboxes[0] as NamedOutbox).config, opts);
+        }
         if (opts.dryRun || opts.yes) throw new OutboxError('CONFIG_INVALID', 'outbox:cleanup: --dry-run and --yes belong to --below-floor; the regular cleanup deletes only what the slot confirmed and needs neither.');
-        const settings = config.watchdog.outboxCleanup;
-        const database = watchdogDatabase(config);
-        const pool = createPool(database, { max: 1, application_name: 'outbox-cleanup' });
+        const cleanups = outboxes.map((outbox) => {
+          const database = watchdogDatabase(outbox.config);
+          return { outbox, database, pool: createPool(database, { max: 1, application_name: 'outbox-cleanup' }) };
+        });
         try {
           await runOnceOrEvery(
             async (signal) => {
-              const report = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize: settings.batchSize, maxBatches: settings.maxBatches, signal });
-              const refusal = describeRefusal(report);
-              const text = refusal
-                ? `outbox:cleanup: nothing deleted: ${refusal}\n`
-                : !report.slotFound
-                ? `outbox:cleanup: no logical slot ${report.slotName} in ${database.database}: nothing deleted\n`
-                : report.partitions
-                ? `outbox:cleanup: dropped ${report.partitions.dropped} partition(s) the slot ${report.slotName} confirmed, made ${report.partitions.created} ahead, ${report.partitions.kept} past partition(s) not yet provably read${report.partitions.lockTimeouts ? `, ${report.partitions.lockTimeouts} lock timeout(s) (next run)` : ''} (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}), ${formatMs(report.durationMs)}\n`
-                : `outbox:cleanup: deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}\n`;
-              process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : text);
+              // Each outbox on its own connection, side by side: one that fails or hangs on a lock delays none of the others.
+              const runs = await Promise.allSettled(cleanups.map(async ({ outbox, database, pool }) => {
+                const { config } = outbox;
+                const settings = config.watchdog.outboxCleanup;
+                const report = await runOutboxCleanup(pool, { outbox: config.outbox, slotName: config.connector.slotName, batchSize: settings.batchSize, maxBatches: settings.maxBatches, signal });
+                process.stdout.write(opts.json ? `${JSON.stringify(outbox.name ? { outbox: outbox.name, ...report } : report)}\n` : `outbox:cleanup${outbox.name ? ` [${outbox.name}]` : ''}: ${cleanupText(report, database.database)}\n`);
+              }));
+              const failed = runs.flatMap((run, i) => (run.status === 'rejected' ? [{ name: (cleanups[i] as { outbox: NamedOutbox }).outbox.name, error: run.reason as Error }] : []));
+              if (failed.length === 1 && cleanups.length === 1) throw failed[0]?.error;
+              for (const { name, error } of failed) log.warn({ event: 'outbox.cleanup-failed', outbox: name, error: error.message }, `outbox:cleanup of outbox ${name} failed; the others ran`);
+              if (failed.length > 0) process.exitCode = 1;
             },
-            { once: opts.once, intervalMs: settings.intervalMs, onError: (error) => log.warn({ event: 'outbox.cleanup-failed', error: (error as Error).message }, 'outbox:cleanup failed; trying again at the next interval') },
+            { once: opts.once, intervalMs: Math.min(...outboxes.map((o) => o.config.watchdog.outboxCleanup.intervalMs)), onError: (error) => log.warn({ event: 'outbox.cleanup-failed', error: (error as Error).message }, 'outbox:cleanup failed; trying again at the next interval') },
           );
         } finally {
-          await pool.end().catch(() => {});
+          await Promise.all(cleanups.map(({ pool }) => pool.end().catch(() => {})));
         }
       }),
     );
+}
+
+function cleanupText(report: OutboxCleanupRun, database: string): string {
+  const refusal = describeRefusal(report);
+  return refusal
+    ? `nothing deleted: ${refusal}`
+    : !report.slotFound
+      ? `no logical slot ${report.slotName} in ${database}: nothing deleted`
+      : report.partitions
+        ? `dropped ${report.partitions.dropped} partition(s) the slot ${report.slotName} confirmed, made ${report.partitions.created} ahead, ${report.partitions.kept} past partition(s) not yet provably read${report.partitions.lockTimeouts ? `, ${report.partitions.lockTimeouts} lock timeout(s) (next run)` : ''} (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}), ${formatMs(report.durationMs)}`
+        : `deleted ${report.deleted} row(s) the slot ${report.slotName} confirmed (confirmed_flush_lsn ${report.confirmedFlushLsn}, newest confirmed mark ${report.safeLsn ?? 'none yet'}, pending mark ${report.pendingLsn ?? 'none'}) in ${report.batches} statement(s), ${formatMs(report.durationMs)}`;
 }
 
 const BELOW_FLOOR_REFUSALS: Record<NonNullable<BelowFloorRun['refused']>, string> = {
@@ -122,7 +138,7 @@ function switchToRelayCommand(): Command {
     .option('--json', 'print the report as JSON', false)
     .action(
       action(async (opts: { dryRun: boolean; json: boolean; peekTimeoutMs: number }, command: Command) => {
-        const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS.filter((f) => f.flag === '--slot'));
+        const { config } = loadCommandConfig(command, OUTBOX_CLEANUP_FLAGS.filter((f) => f.flag === '--slot'), 'outbox');
         const report = await switchToRelay(config, { dryRun: opts.dryRun, peekTimeoutMs: opts.peekTimeoutMs, log: loggerFor(command) });
         if (opts.json) process.stdout.write(`${JSON.stringify(report)}\n`);
         else {

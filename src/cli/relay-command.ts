@@ -1,8 +1,10 @@
 import { Command } from 'commander';
 import type { RelayConfig } from '../config/relay-schema';
-import { createRelay, createRelayMetrics, relayHealthBody } from '../relay';
-import { runService } from '../service';
-import { defaultOf, flagOverrides, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import type { NamedOutbox, OutboxConfig } from '../config';
+import type { Logger } from '../log';
+import { createRelay, createRelayMetrics, relayHealthBody, type Relay } from '../relay';
+import { createServiceSet, runService } from '../service';
+import { defaultOf, flagOverrides, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { action, loggerFor } from './run-command';
 
 /** The relay's flags and the settings they set (relay.*). Ranges are the schema's. */
@@ -44,18 +46,55 @@ export function relayCommand(): Command {
     .action(
       action(async (_opts: unknown, command: Command) => {
         const log = loggerFor(command);
-        const { config } = loadCommandConfig(command, RELAY_FLAGS);
-        const metrics = createRelayMetrics();
-        const relay = createRelay({ config, logger: log, onEvent: metrics.onEvent });
-        await runService({
-          service: relay,
-          logger: log,
-          metrics: { host: relay.settings.metricsHost, port: relay.settings.metricsPort, registry: metrics.registry },
-          health: () => relayHealthBody(relay),
-          started: (url) => ({ fields: { workers: relay.settings.workers, metrics: url }, message: 'relay started' }),
-          stopping: 'relay stopping: finishing the batches in hand',
-          stopped: () => ({ fields: { stats: relay.stats() }, message: 'relay stopped' }),
-        });
+        const outboxes = loadCommandOutboxes(command, RELAY_FLAGS);
+        if (outboxes.length === 1 && outboxes[0]?.name === '') return runOne((outboxes[0] as NamedOutbox).config, log);
+        return runSet(outboxes, log);
       }),
     );
+}
+
+async function runOne(config: OutboxConfig, log: Logger): Promise<void> {
+  const metrics = createRelayMetrics();
+  const relay = createRelay({ config, logger: log, onEvent: metrics.onEvent });
+  await runService({
+    service: relay,
+    logger: log,
+    metrics: { host: relay.settings.metricsHost, port: relay.settings.metricsPort, registry: metrics.registry },
+    health: () => relayHealthBody(relay),
+    started: (url) => ({ fields: { workers: relay.settings.workers, metrics: url }, message: 'relay started' }),
+    stopping: 'relay stopping: finishing the batches in hand',
+    stopped: () => ({ fields: { stats: relay.stats() }, message: 'relay stopped' }),
+  });
+}
+
+/**
+ * One relay per outbox in this process (docs/multi-outbox.md), each with its own pool, producer and
+ * workers: one whose database or brokers fail stalls none of the others (a relay that cannot start is
+ * tried again every 30 s). /metrics carries every outbox's series, labelled `outbox`.
+ */
+async function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
+  const relays = new Map<string, Relay>();
+  const set = createServiceSet({
+    logger: log,
+    label: 'outbox',
+    members: outboxes.map(({ name, config }) => ({
+      name,
+      create: () => {
+        const metrics = createRelayMetrics();
+        const relay = createRelay({ config, logger: log.child({ outbox: name }), onEvent: metrics.onEvent });
+        relays.set(name, relay);
+        return { service: relay, registry: metrics.registry, health: () => relayHealthBody(relay) };
+      },
+    })),
+  });
+  const { metricsHost, metricsPort } = (outboxes[0] as NamedOutbox).config.relay;
+  await runService({
+    service: set.service,
+    logger: log,
+    metrics: { host: metricsHost, port: metricsPort, registry: set.registry },
+    health: () => set.health(),
+    started: (url) => ({ fields: { outboxes: outboxes.map((o) => o.name), metrics: url }, message: `relay started for ${outboxes.length} outboxes` }),
+    stopping: 'relay stopping: finishing the batches in hand',
+    stopped: () => ({ fields: { stats: Object.fromEntries([...relays].map(([n, r]) => [n, r.stats()])) }, message: 'relay stopped' }),
+  });
 }

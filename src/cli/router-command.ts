@@ -4,7 +4,7 @@ import { OutboxError } from '../errors';
 import { createRouter, createRouterMetrics } from '../router';
 import { UNKNOWN_EVENT_TYPE_POLICIES, type UnknownEventTypePolicy } from '../router/options';
 import { runService } from '../service';
-import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { defaultOf, loadCommandConfig, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { loadHandlerModule } from './load-handlers';
 import { requireSchemas } from './schema-commands';
 import { action, loggerFor } from './run-command';
@@ -90,7 +90,11 @@ export function routerCommand(): Command {
   return routerOptions(withConfigOption(command)).action(
     action(async (_opts: unknown, command: Command) => {
       const log = loggerFor(command);
-      const { config } = loadCommandConfig(command, ROUTER_FLAGS);
+      // The router's own settings (its database holds the inbox) are the shared ones; with an outboxes
+      // section it reads the topics of every outbox, or of those --outbox names.
+      const loaded = loadCommandConfig(command, ROUTER_FLAGS, 'shared', { ignoreOutbox: true });
+      const config = loaded.config;
+      const topicReplacements = loaded.outboxes.length > 0 ? loadCommandOutboxes(command, ROUTER_FLAGS).map((o) => o.config.connector.topicReplacement) : undefined;
       const settings = config.router;
       if (!settings.handlers) {
         throw new OutboxError('HANDLERS_INVALID', 'The router needs its handlers module: pass --handlers <module> (or set router.handlers / OUTBOX_ROUTER_HANDLERS).');
@@ -99,7 +103,7 @@ export function routerCommand(): Command {
       // A malformed reader schema, or a --schemas path with none, fails here rather than on every Avro record.
       if (settings.schemasDir !== undefined) requireSchemas(settings.schemasDir);
       const metrics = createRouterMetrics();
-      const router = createRouter({ config, handlers, readerSchemas, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
+      const router = createRouter({ config, handlers, readerSchemas, topicReplacements, topics: settings.topics === undefined ? undefined : topicsPattern(settings.topics), logger: log, onEvent: metrics.onEvent });
       await runService({
         service: router,
         logger: log,

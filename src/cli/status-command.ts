@@ -12,7 +12,8 @@ import {
   DEFAULT_WATCHDOG_URL,
   renderStatus,
 } from '../status';
-import { configFrom, withConfigOption } from './config-option';
+import { loadCommandOutboxes, withConfigOption } from './config-option';
+import { runEachOutbox } from './each-outbox';
 import { action, loggerFor } from './run-command';
 
 interface StatusFlags {
@@ -112,10 +113,14 @@ export function statusCommand(): Command {
         };
         const emptyGroup = opts.group.find((g) => !g.trim());
         if (emptyGroup !== undefined) throw new OutboxError('FLAG_INVALID', '--group expects a consumer group id, got an empty string. Example: --group outbox-router');
-        const config = configFrom(command);
-        const status = await collectStatus(config, { ...options, logger: loggerFor(command) });
-        process.stdout.write(opts.json ? `${JSON.stringify(status, null, 2)}\n` : renderStatus(status));
-        return status.verdict.exitCode;
+        // Every outbox side by side, each section with its own time limit: one unreachable outbox is reported, not waited for.
+        return runEachOutbox(loadCommandOutboxes(command, []), loggerFor(command), (outbox, logger) => collectStatus(outbox.config, { ...options, logger }), {
+          json: opts.json,
+          concurrent: true,
+          lines: (status) => [renderStatus(status).trimEnd()],
+          exitCode: (status) => status.verdict.exitCode,
+          failedCode: 2,
+        });
       }),
     );
 }

@@ -1,10 +1,11 @@
 import { Command } from 'commander';
-import type { OutboxConfig } from '../config';
+import type { NamedOutbox, OutboxConfig } from '../config';
 import { isOutboxError } from '../errors';
 import type { Logger } from '../log';
-import { createLifecycle, runService, type RunnableService } from '../service';
+import { createLifecycle, createServiceSet, runService, type RunnableService } from '../service';
 import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce, watchdogHealthBody, type Watchdog } from '../watchdog';
-import { defaultOf, loadCommandConfig, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { defaultOf, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
+import { runEachOutbox } from './each-outbox';
 import { action, loggerFor } from './run-command';
 
 interface WatchdogFlags {
@@ -60,45 +61,97 @@ export function watchdogCommand(): Command {
       action(async (flags: WatchdogFlags, command: Command) => {
         if (flags.once) return runOnce(command, flags);
         const log = loggerFor(command);
-        const { config } = loadCommandConfig(command, WATCHDOG_FLAGS);
-        const watchdog = createWatchdog({ config, logger: log });
-        const { metricsHost, metricsPort, intervalMs } = config.watchdog;
-        await runService({
-          service: watchdogService(config, log, watchdog),
-          logger: log,
-          metrics: { host: metricsHost, port: metricsPort, registry: watchdog.metrics.registry },
-          health: () => watchdogHealthBody(watchdog),
-          started: (url) => ({ fields: { cluster: watchdog.cluster, intervalMs, metrics: url }, message: 'watchdog started' }),
-          stopping: 'watchdog stopping: delivering queued notifications (up to 5 s)',
-          stopped: () => ({ fields: { pending: watchdog.deliverer.pending() }, message: 'watchdog stopped' }),
-        });
+        const outboxes = loadCommandOutboxes(command, WATCHDOG_FLAGS);
+        if (outboxes.length === 1 && outboxes[0]?.name === '') return runOne((outboxes[0] as NamedOutbox).config, log);
+        return runSet(outboxes, log);
       }),
     );
 }
 
+async function runOne(config: OutboxConfig, log: Logger): Promise<void> {
+  const watchdog = createWatchdog({ config, logger: log });
+  const { metricsHost, metricsPort, intervalMs } = config.watchdog;
+  await runService({
+    service: watchdogService(config, log, watchdog),
+    logger: log,
+    metrics: { host: metricsHost, port: metricsPort, registry: watchdog.metrics.registry },
+    health: () => watchdogHealthBody(watchdog),
+    started: (url) => ({ fields: { cluster: watchdog.cluster, intervalMs, metrics: url }, message: 'watchdog started' }),
+    stopping: 'watchdog stopping: delivering queued notifications (up to 5 s)',
+    stopped: () => ({ fields: { pending: watchdog.deliverer.pending() }, message: 'watchdog stopped' }),
+  });
+}
+
+/**
+ * One watchdog per outbox in this process (docs/multi-outbox.md): each polls its own database and
+ * alerts on its own slot; one whose database cannot be reached alerts on that alone. /metrics carries
+ * every outbox's series, labelled `outbox`; the HTTP settings are the first outbox's.
+ */
+async function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
+  const watchdogs = new Map<string, Watchdog>();
+  const set = createServiceSet({
+    logger: log,
+    label: 'outbox',
+    members: outboxes.map(({ name, config }) => ({
+      name,
+      create: () => {
+        const child = log.child({ outbox: name });
+        const watchdog = createWatchdog({ config, logger: child });
+        watchdogs.set(name, watchdog);
+        return { service: watchdogService(config, child, watchdog), registry: watchdog.metrics.registry, health: () => watchdogHealthBody(watchdog) };
+      },
+    })),
+  });
+  const { metricsHost, metricsPort, intervalMs } = (outboxes[0] as NamedOutbox).config.watchdog;
+  await runService({
+    service: set.service,
+    logger: log,
+    metrics: { host: metricsHost, port: metricsPort, registry: set.registry },
+    health: () => set.health(),
+    started: (url) => ({ fields: { outboxes: outboxes.map((o) => o.name), intervalMs, metrics: url }, message: `watchdog started for ${outboxes.length} outboxes` }),
+    stopping: 'watchdog stopping: delivering queued notifications (up to 5 s)',
+    stopped: () => ({ fields: { pending: Object.fromEntries([...watchdogs].map(([n, w]) => [n, w.deliverer.pending()])) }, message: 'watchdog stopped' }),
+  });
+}
+
+interface OnceResult {
+  code: number;
+  text: string;
+  json: unknown;
+}
+
 /** `--once`: every failure, a bad setting included, is UNKNOWN (3), as monitoring plugins expect. */
 async function runOnce(command: Command, flags: WatchdogFlags): Promise<number> {
-  let config: OutboxConfig;
+  let outboxes: NamedOutbox[];
   try {
-    config = loadCommandConfig(command, WATCHDOG_FLAGS).config;
+    outboxes = loadCommandOutboxes(command, WATCHDOG_FLAGS);
   } catch (error) {
     process.stdout.write(`SLOT WATCHDOG UNKNOWN — ${isOutboxError(error) ? error.message : String(error)}\n`);
     return EXIT_CODES.UNKNOWN;
   }
+  // Every outbox side by side; the exit code is the worst of them.
+  return runEachOutbox(outboxes, loggerFor(command), (outbox) => checkOnce(outbox.config), {
+    json: Boolean(flags.json),
+    concurrent: true,
+    lines: (r) => [r.text.trimEnd()],
+    jsonOf: (r) => r.json,
+    exitCode: (r) => r.code,
+    failedCode: EXIT_CODES.UNKNOWN,
+  });
+}
+
+async function checkOnce(config: OutboxConfig): Promise<OnceResult> {
   const watchdog = createWatchdog({ config, instant: true, deliver: false });
   try {
     const result = await watchdog.pollOnce();
     const statuses = watchdog.statuses().filter((s) => s.rule !== 'WatchdogDatabaseUnreachable');
     const watched = config.watchdog.slots;
     const sample = result.sample && watched.length > 0 ? { ...result.sample, slots: result.sample.slots.filter((s) => watched.includes(s.slotName)) } : result.sample;
-    if (flags.json) {
-      process.stdout.write(`${JSON.stringify({ cluster: watchdog.cluster, ok: result.ok, error: result.error?.message, slots: sample?.slots ?? [], outbox: result.outbox ?? null, alerts: statuses }, null, 2)}\n`);
-    } else {
-      process.stdout.write(renderOnce(watchdog.cluster, sample, statuses, result.error?.message, result.outbox));
-    }
-    if (!result.ok) return EXIT_CODES.UNKNOWN;
+    const json = { cluster: watchdog.cluster, ok: result.ok, error: result.error?.message, slots: sample?.slots ?? [], outbox: result.outbox ?? null, alerts: statuses };
+    const text = renderOnce(watchdog.cluster, sample, statuses, result.error?.message, result.outbox);
+    if (!result.ok) return { code: EXIT_CODES.UNKNOWN, text, json };
     const worst = statuses.some((s) => s.level === 'critical') ? EXIT_CODES.CRITICAL : statuses.some((s) => s.level === 'warning') ? EXIT_CODES.WARNING : EXIT_CODES.OK;
-    return worst;
+    return { code: worst, text, json };
   } finally {
     await watchdog.stop(0);
   }

@@ -28,7 +28,7 @@ export function sourceLabel(source: ConfigSource | undefined): string {
  * Every setting of a loaded configuration, leaf by leaf (a list is one value), redacted (passwords,
  * secrets, tokens, credentials in URLs), with its source. Unset optional settings are left out.
  */
-export function describeConfig({ config, sources }: LoadedConfig): DescribedSetting[] {
+export function describeConfig({ config, sources }: Pick<LoadedConfig, 'config' | 'sources'>): DescribedSetting[] {
   const out: DescribedSetting[] = [];
   const walk = (node: unknown, path: string[]) => {
     if (node && typeof node === 'object' && !Array.isArray(node) && Object.keys(node).length > 0) {

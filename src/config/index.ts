@@ -1,3 +1,4 @@
+export { OUTBOX_NAME, outboxEnvPrefix, selectOutboxes, type NamedOutbox } from './outboxes';
 export { loadConfig, loadConfigWithSources, redactConfig, readPemFile, ENV_SETTINGS, type ConfigSource, type LoadConfigOptions, type LoadedConfig } from './load';
 export { databaseSslMode, DATABASE_SSL_MODES, outboxConfigSchema, ROLE_KINDS, SASL_MECHANISMS, type DatabaseSslMode, type OAuthBearerProvider, type OutboxConfig, type OutboxOptions, type RoleKind, type SaslMechanism } from './schema';
 export { isLocalStackDatabase } from './local-stack';

@@ -4,6 +4,7 @@ import { OutboxError } from '../errors';
 import { ENV_SETTINGS, envForm, envValue } from './env';
 import { parse } from './parse';
 import { redactConfig, withoutUserinfo } from './redact';
+import { assertDistinctOutboxes, outboxEntries, outboxEnv, outboxEnvPrefix, type NamedOutbox } from './outboxes';
 import { outboxConfigSchema, type OutboxConfig, type OutboxOptions } from './schema';
 
 /** What set a setting: its schema default, an env var, the config file, a command-line flag, or code. */
@@ -23,6 +24,11 @@ export interface LoadConfigOptions {
 export interface LoadedConfig {
   config: OutboxConfig;
   sources: ReadonlyMap<string, ConfigSource>;
+  /**
+   * The file's `outboxes` section, each entry resolved over the shared settings (docs/multi-outbox.md),
+   * in the file's order; empty without one. `config` is then the shared settings alone.
+   */
+  outboxes: readonly NamedOutbox[];
 }
 
 type Tree = Record<string, unknown>;
@@ -113,61 +119,95 @@ export function loadConfig(options: LoadConfigOptions = {}): OutboxConfig {
   return loadConfigWithSources(options).config;
 }
 
-/** loadConfig, also telling what set each value (`outbox config print`). */
+/** loadConfig, also telling what set each value (`outbox config print`), and each outbox of an `outboxes` section. */
 export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
-  const sources = new Map<string, ConfigSource>();
-  let tree: Tree = {};
+  const fromFile = options.file ? readConfigFile(options.file) : {};
+  const { outboxes: entries, ...fileBase } = fromFile;
+  const named = outboxEntries(entries, options.file);
+  const fileSources = new Map<string, ConfigSource>();
+  if (options.file) markLeaves(fileBase, [], fileSources, () => ({ kind: 'file', path: options.file as string }));
+  const envBase = envLayer(env, (name) => name);
+  const flags = flagLayer(options);
 
-  if (options.file) {
-    const fromFile = readConfigFile(options.file);
-    tree = deepMerge(tree, fromFile);
-    const mark = (node: Tree, prefix: string[]) => {
-      for (const [k, v] of Object.entries(node)) {
-        const p = [...prefix, k];
-        if (v && typeof v === 'object' && !Array.isArray(v)) mark(v as Tree, p);
-        else sources.set(p.join('.'), { kind: 'file', path: options.file as string });
-      }
-    };
-    mark(fromFile, []);
+  // The shared settings, then each outbox's: its file entry and its own variables over the shared ones.
+  const layers: Layer[] = [{ tree: fileBase, sources: fileSources }, envBase, flags];
+  const base = resolve(layers, 'Invalid configuration; nothing was changed');
+  const outboxes = named.map(([name, entry]) => {
+    const entrySources = new Map<string, ConfigSource>();
+    markLeaves(entry, [], entrySources, () => ({ kind: 'file', path: `${options.file as string}, outboxes.${name}` }));
+    const own = envLayer(outboxEnv(env, name), (variable) => `${outboxEnvPrefix(name)}${variable}`);
+    const resolved = resolve([layers[0]!, envBase, { tree: entry, sources: entrySources }, own, flags], `Invalid configuration of outbox "${name}" (outboxes.${name}); nothing was changed`);
+    return { name, ...resolved };
+  });
+  assertDistinctOutboxes(outboxes);
+  return { ...base, outboxes };
+}
+
+/** One source of settings: its tree, what set each leaf, and (from variables) the hints and whole records. */
+interface Layer {
+  tree: Tree;
+  sources: ReadonlyMap<string, ConfigSource>;
+  forms?: ReadonlyMap<string, string>;
+  wholes?: ReadonlyArray<{ path: readonly string[]; value: unknown }>;
+}
+
+function markLeaves(node: Tree, prefix: string[], sources: Map<string, ConfigSource>, source: (path: string) => ConfigSource): void {
+  for (const [k, v] of Object.entries(node)) {
+    if (v === undefined) continue;
+    const p = [...prefix, k];
+    if (v && typeof v === 'object' && !Array.isArray(v)) markLeaves(v as Tree, p, sources, source);
+    else sources.set(p.join('.'), source(p.join('.')));
   }
+}
 
-  const fromEnv: Tree = {};
+/** The environment's settings; `variableName` names the variable as the user set it (an outbox's own prefix). */
+function envLayer(env: NodeJS.ProcessEnv, variableName: (variable: string) => string): Layer {
+  const tree: Tree = {};
+  const sources = new Map<string, ConfigSource>();
   const forms = new Map<string, string>();
-  const wholes: Array<{ path: string[]; value: unknown }> = [];
+  const wholes: Array<{ path: readonly string[]; value: unknown }> = [];
   for (const setting of ENV_SETTINGS) {
-    const fromFile = secretFromFile(setting, env);
+    const fromFile = secretFromFile(setting, env, variableName);
     const raw = fromFile?.value ?? env[setting.env];
     if (raw === undefined || raw === '') continue;
     const value = envValue(setting, raw);
-    setPath(fromEnv, setting.path, value);
-    const dotted = setting.path.join('.');
-    sources.set(dotted, { kind: 'env', name: fromFile?.variable ?? setting.env });
+    setPath(tree, setting.path, value);
+    const name = fromFile?.variable ?? variableName(setting.env);
+    sources.set(setting.path.join('.'), { kind: 'env', name });
     const form = envForm(setting);
-    if (form) forms.set(setting.env, `${setting.env} takes ${form}`);
-    if (setting.type === 'json') {
-      // A record from a variable replaces the file's record whole: the variable is the setting.
-      wholes.push({ path: setting.path, value });
+    if (form) forms.set(name, `${name} takes ${form}`);
+    // A record from a variable replaces the record below it whole: the variable is the setting.
+    if (setting.type === 'json') wholes.push({ path: setting.path, value });
+  }
+  return { tree, sources, forms, wholes };
+}
+
+function flagLayer(options: LoadConfigOptions): Layer {
+  const tree = (options.overrides ?? {}) as Tree;
+  const sources = new Map<string, ConfigSource>();
+  markLeaves(tree, [], sources, (path) => {
+    const flag = options.flagNames?.[path];
+    return flag ? { kind: 'flag', name: flag } : { kind: 'option' };
+  });
+  return { tree, sources };
+}
+
+/** Merges the layers in order (later wins), then validates once, naming each bad field's source. */
+function resolve(layers: readonly Layer[], heading: string): { config: OutboxConfig; sources: ReadonlyMap<string, ConfigSource> } {
+  let tree: Tree = {};
+  const sources = new Map<string, ConfigSource>();
+  const forms = new Map<string, string>();
+  for (const layer of layers) {
+    tree = deepMerge(tree, layer.tree);
+    for (const { path, value } of layer.wholes ?? []) {
+      setPath(tree, path, value);
+      const dotted = path.join('.');
       for (const key of [...sources.keys()]) if (key.startsWith(`${dotted}.`)) sources.delete(key);
     }
+    for (const [path, source] of layer.sources) sources.set(path, source);
+    for (const [name, form] of layer.forms ?? []) forms.set(name, form);
   }
-  tree = deepMerge(tree, fromEnv);
-  for (const { path, value } of wholes) setPath(tree, path, value);
-  const overrides = (options.overrides ?? {}) as Tree;
-  const markOptions = (node: Tree, prefix: string[]) => {
-    for (const [k, v] of Object.entries(node)) {
-      if (v === undefined) continue;
-      const p = [...prefix, k];
-      if (v && typeof v === 'object' && !Array.isArray(v)) markOptions(v as Tree, p);
-      else {
-        const flag = options.flagNames?.[p.join('.')];
-        sources.set(p.join('.'), flag ? { kind: 'flag', name: flag } : { kind: 'option' });
-      }
-    }
-  };
-  markOptions(overrides, []);
-  tree = deepMerge(tree, overrides);
-
   const where = (path: string): string => {
     const source = sourceAt(sources, path);
     return source?.kind === 'env' ? ` (from ${source.name})` : source?.kind === 'file' ? ` (in ${source.path})` : source?.kind === 'flag' ? ` (from ${source.name})` : '';
@@ -177,7 +217,7 @@ export function loadConfigWithSources(options: LoadConfigOptions = {}): LoadedCo
     const source = sourceAt(sources, path);
     return source?.kind === 'env' ? (forms.get(source.name) ?? '') : '';
   };
-  const config = parse(outboxConfigSchema, tree, { heading: 'Invalid configuration; nothing was changed', origin: where, hint });
+  const config = parse(outboxConfigSchema, tree, { heading, origin: where, hint });
   return { config: deepFreeze(config), sources };
 }
 
@@ -191,12 +231,12 @@ const SECRET_LEAF = /(password|secret|token)$/i;
  * file's content is the value, without one trailing newline, as Docker and Kubernetes mount secrets.
  * Setting both is refused, and an unreadable file named; the content is never echoed.
  */
-function secretFromFile(setting: { env: string; path: readonly string[] }, env: NodeJS.ProcessEnv): { value: string; variable: string } | undefined {
-  const variable = `${setting.env}_FILE`;
-  const path = env[variable];
+function secretFromFile(setting: { env: string; path: readonly string[] }, env: NodeJS.ProcessEnv, variableName: (variable: string) => string): { value: string; variable: string } | undefined {
+  const variable = variableName(`${setting.env}_FILE`);
+  const path = env[`${setting.env}_FILE`];
   if (!path || !SECRET_LEAF.test(setting.path[setting.path.length - 1] ?? '')) return undefined;
   if (env[setting.env]) {
-    throw new OutboxError('CONFIG_INVALID', `Both ${setting.env} and ${variable} are set: the secret ${setting.path.join('.')} must come from one place. Unset one of them.`, { details: { variables: [setting.env, variable] } });
+    throw new OutboxError('CONFIG_INVALID', `Both ${variableName(setting.env)} and ${variable} are set: the secret ${setting.path.join('.')} must come from one place. Unset one of them.`, { details: { variables: [variableName(setting.env), variable] } });
   }
   try {
     return { value: readFileSync(path, 'utf8').replace(/\r?\n$/, ''), variable };

@@ -15,7 +15,7 @@ import { ROUTER_EVENT_LEVELS } from './router-events';
 import { createRecordWaits, type RecordWait } from './record-waits';
 import { COMMIT_INTERVAL_MS, commitOffsets, type RouterRuntime } from './runtime';
 import { createSubscription, topicSelection } from './subscription';
-import { assertNotDlqPattern, topicNames } from '../topics';
+import { assertNotDlqPattern, topicNames, type TopicNames } from '../topics';
 import type { RouterStats } from './types';
 
 export interface Router {
@@ -55,8 +55,12 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
   const waits = createRecordWaits();
   const refusals = createCredentialWatch();
   // Topic names follow connector.topicReplacement: the routed pattern, each topic's aggregate type and DLQ.
-  const names = topicNames(options.config.connector.topicReplacement);
-  const selection = topicSelection(options, names);
+  // Several outboxes' templates: each topic is named by the first template whose routed or dead-letter pattern it matches.
+  const replacements = options.topicReplacements?.length ? options.topicReplacements : [options.config.connector.topicReplacement];
+  const allNames = replacements.map((replacement) => topicNames(replacement));
+  const names = allNames[0] as TopicNames;
+  const namesOf = (topic: string): TopicNames => allNames.find((n) => n.pattern.test(topic) || n.dlqPattern.test(topic)) ?? names;
+  const selection = topicSelection(options, allNames);
   // Refused before anything connects; the topics that exist are checked again at start().
   assertNotDlqPattern(selection.pattern);
   const rt: RouterRuntime = {
@@ -66,8 +70,8 @@ export function createRouter<M extends EventMapShape = EventMapShape>(typedOptio
     kafka: options.kafka ?? createKafka(options.config, { logger }),
     stats: { received: 0, applied: 0, duplicates: 0, retries: 0, deadLettered: 0, skipped: 0, infrastructureRetries: 0 },
     events: createEmitter({ logger, levels: ROUTER_EVENT_LEVELS, listeners: [options.onEvent, waits.onEvent, refusals.onEvent] }),
-    aggregateTypeOf: options.aggregateTypeOf ?? names.aggregateTypeOf,
-    dlqTopicFor: options.dlqTopicFor ?? names.dlqFor,
+    aggregateTypeOf: options.aggregateTypeOf ?? ((topic) => namesOf(topic).aggregateTypeOf(topic)),
+    dlqTopicFor: options.dlqTopicFor ?? ((topic, aggregateType) => namesOf(topic).dlqFor(topic, aggregateType)),
     heartbeatIntervalMs: Math.max(500, Math.floor(settings.sessionTimeoutMs / 10)),
     signal: () => lifecycle.signal,
     running: () => lifecycle.state === 'running',

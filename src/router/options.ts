@@ -46,6 +46,13 @@ export interface RouterOptions<M extends EventMapShape = EventMapShape> extends 
    * connector.topicReplacement: `outbox.event.<type>`), looked for every second while one is missing.
    */
   topics?: RegExp;
+  /**
+   * The topic templates (connector.topicReplacement) of every outbox this router consumes, when it reads
+   * several (docs/multi-outbox.md): the default topics are each template's topics of the handlers' types,
+   * and a topic's aggregate type and dead-letter topic come from the template that names it. Default:
+   * `[config.connector.topicReplacement]`. Avro reader schemas are named by the first.
+   */
+  topicReplacements?: readonly string[];
   aggregateTypeOf?: (topic: string) => string;
   dlqTopicFor?: (topic: string, aggregateType: string) => string;
   codec?: RouterCodec;

@@ -25,9 +25,10 @@ export interface TopicSelection {
  * types it has no handler for would dead-letter all their events (HANDLER_NOT_FOUND) into the DLQ topics
  * their real consumers share, and park their keys.
  */
-export function topicSelection(options: Pick<RouterOptions, 'topics' | 'handlers'>, names: TopicNames): TopicSelection {
+export function topicSelection(options: Pick<RouterOptions, 'topics' | 'handlers'>, names: TopicNames | readonly TopicNames[]): TopicSelection {
   if (options.topics) return { pattern: options.topics };
-  const wanted = [...new Set(Object.keys(options.handlers).map((type) => names.routed(type)))].sort();
+  const templates = Array.isArray(names) ? (names as readonly TopicNames[]) : [names as TopicNames];
+  const wanted = [...new Set(templates.flatMap((n) => Object.keys(options.handlers).map((type) => n.routed(type))))].sort();
   return { pattern: exactTopicsPattern(wanted), wanted };
 }
 

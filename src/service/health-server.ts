@@ -14,7 +14,7 @@ export const HEALTH_PATHS = Object.freeze({
 export interface HealthServerOptions {
   host: string;
   port: number;
-  registry: Registry;
+  registry: Pick<Registry, 'metrics' | 'contentType'>;
   /** 200 on /healthz when true, 503 otherwise; `details` goes into the JSON body. */
   health: () => { healthy: boolean; details: Record<string, unknown> };
   /** /livez: 200 while true (default: always, i.e. the event loop answers). */

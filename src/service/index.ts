@@ -4,4 +4,5 @@ export { retryUntil, type RetryUntilOptions, type RetryUntilResult } from './ret
 export { repeatUntilAborted } from './repeat';
 export { startHealthServer, HEALTH_PATHS, type HealthServer, type HealthServerOptions } from './health-server';
 export { collectProcessMetrics } from './process-metrics';
+export { createServiceSet, mergeExpositions, type ServiceMember, type ServiceSet, type ServiceSetOptions } from './service-set';
 export { runService, isLive, type RunnableService, type RunServiceOptions } from './run-service';

@@ -17,7 +17,7 @@ export interface RunServiceOptions {
   service: RunnableService;
   logger: Logger;
   /** Where /metrics, /livez, /readyz and /healthz listen; `fallback` serves every other request there. */
-  metrics: { host: string; port: number; registry: Registry; fallback?: HealthServerOptions['fallback'] };
+  metrics: { host: string; port: number; registry: Pick<Registry, 'metrics' | 'contentType'>; fallback?: HealthServerOptions['fallback'] };
   /** The /healthz body (kept as each service has always answered it). */
   health: () => { healthy: boolean; details: Record<string, unknown> };
   /** Logged once started, with the metrics URL added to `fields`. */
