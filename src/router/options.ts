@@ -113,7 +113,7 @@ export interface ResolvedSettings {
 }
 
 /** What createRouter takes that is not a setting (objects and functions). */
-const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'readerSchemas', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
+const OBJECT_OPTIONS = new Set(['config', 'handlers', 'topics', 'topicReplacements', 'aggregateTypeOf', 'dlqTopicFor', 'codec', 'readerSchemas', 'payloadSchemas', 'pool', 'kafka', 'logger', 'onEvent', 'random']);
 
 /**
  * `config.router`'s settings, each overridden by the one given to createRouter; keys that are neither

@@ -1,3 +1,5 @@
+import { loadConfig } from '../../../src/config';
+import { resolveSettings } from '../../../src/router/options';
 import { topicSelection } from '../../../src/router/subscription';
 import { assertNotDlqPattern, exactTopicsPattern, topicNames } from '../../../src/topics';
 
@@ -20,6 +22,18 @@ describe("the router's default topics", () => {
     expect(selection.pattern.test('staging.orderXv2.events')).toBe(false);
     expect(selection.pattern.test('staging.aab.events')).toBe(false);
     expect(selection.pattern.test('staging.a+b.events')).toBe(true);
+  });
+
+  it("of a router reading several outboxes are each template's topics of the handlers' types", () => {
+    const selection = topicSelection({ handlers: { order: { Placed: handler } } }, [topicNames('shop.event.${routedByValue}'), topicNames('billing.${routedByValue}')]);
+    expect(selection.wanted).toEqual(['billing.order', 'shop.event.order']);
+    expect(selection.pattern.test('billing.order')).toBe(true);
+    expect(selection.pattern.test('billing.invoice')).toBe(false);
+  });
+
+  it('accept topicReplacements as a router option (createRouter validates its options by a schema of settings)', () => {
+    const config = loadConfig({ env: {} });
+    expect(() => resolveSettings({ config, handlers: { order: { Placed: handler } }, topicReplacements: ['shop.event.${routedByValue}', 'billing.${routedByValue}'] })).not.toThrow();
   });
 
   it('give way to an explicit pattern, which has no exact names', () => {
