@@ -64,7 +64,7 @@ async function withLog<T>(log: () => string, waiting: Promise<T>): Promise<T> {
   try {
     return await waiting;
   } catch (error) {
-    throw new Error(`${(error as Error).message}\nthe child's log:\n${log().slice(-3000)}`);
+    throw new Error(`${(error as Error).message}\nthe child's log:\n${log().slice(-3000)}`, { cause: error });
   }
 }
 
