@@ -13,7 +13,7 @@ import { PUBLICATION_FIX, type PublicationCheck } from '../connector/publication
 import { evaluateFailoverDisabled, evaluateFailoverSlot, evaluateStandbyRead, FAILOVER_VERSION, slotMissingAfterFailover, standbyReadiness, type FailoverFacts } from './failover-rules';
 import { initialAlertState, step, type AlertEvent, type AlertState, type Level, type Severity } from './alert-state';
 import type { OutboxTableSample } from './outbox-query';
-import { OUTBOX_RULES, evaluateOutboxRule, outboxValues } from './outbox-rules';
+import { OUTBOX_RULES, evaluateOutboxRule, outboxValues, type OutboxPartitioning } from './outbox-rules';
 import { SLOT_RULES, evaluateSlotRule, ruleHoldForMs, type RuleName, type WatchdogConfig } from './slot-lag-rules';
 import type { ServerSettings } from './slot-query';
 import type { SlotStatus, TrackedSample } from './slot-tracker';
@@ -82,6 +82,8 @@ export interface AlertEngineOptions {
   connectorSlot?: string;
   /** The connector's name (connector.name), for the fixes the failover rules name. */
   connector?: string;
+  /** outbox.partitionSeconds and partitionsAhead: what OutboxPartitionsRunningOut compares the headroom to. */
+  outboxPartitions?: OutboxPartitioning;
 }
 
 /** The slots that must exist: the listed ones, else the connector's own (when the pipeline is watched). */
@@ -263,7 +265,7 @@ export function createAlertEngine(options: AlertEngineOptions): AlertEngine {
       if (outbox) {
         const values = outboxValues(outbox);
         for (const rule of OUTBOX_RULES) {
-          const verdict = evaluateOutboxRule(rule, outbox, config, alerts.get(keyOf(null, rule))?.state.level ?? 'ok');
+          const verdict = evaluateOutboxRule(rule, outbox, config, alerts.get(keyOf(null, rule))?.state.level ?? 'ok', options.outboxPartitions);
           judge(null, rule, verdict.level, verdict.summary, values, out);
         }
       }

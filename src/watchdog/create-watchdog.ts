@@ -92,7 +92,15 @@ export function createWatchdog(options: WatchdogOptions): Watchdog {
     },
     (error) => log?.warn({ err: { message: error.message, code: pgCode(error) } }, 'watchdog connection lost while idle; reconnecting on the next poll'),
   );
-  const engine = createAlertEngine({ config: wd, cluster, now, instant: options.instant, connectorSlot: config.connector.slotName, connector: config.connector.name });
+  const engine = createAlertEngine({
+    config: wd,
+    cluster,
+    now,
+    instant: options.instant,
+    connectorSlot: config.connector.slotName,
+    connector: config.connector.name,
+    outboxPartitions: { seconds: config.outbox.partitionSeconds, ahead: config.outbox.partitionsAhead },
+  });
   const standbyDb = standbyConnection(config);
   const standby = standbyDb && {
     target: standbyDb.target,

@@ -66,6 +66,10 @@ export function createWatchdogMetrics(cluster: string, registry: Registry = new 
     [g('outbox_table_last_autovacuum_timestamp_seconds', 'When autovacuum last vacuumed the outbox table (unix time; absent when never).', ['cluster', 'table']), (s) => (s.lastAutovacuumMs === null ? null : s.lastAutovacuumMs / 1000)],
     [g('outbox_table_last_vacuum_timestamp_seconds', 'When the outbox table was last vacuumed by hand (unix time; absent when never).', ['cluster', 'table']), (s) => (s.lastVacuumMs === null ? null : s.lastVacuumMs / 1000)],
     [
+      g('outbox_table_partition_headroom_seconds', 'A partitioned outbox: seconds until rows have no partition to go to (the newest partition\'s upper bound − now); absent for a plain table.', ['cluster', 'table']),
+      (s) => s.partitionHeadroomSeconds,
+    ],
+    [
       g('outbox_oldest_pending_age_seconds', 'Age of the oldest outbox row with published_at IS NULL (relay: unpublished; CDC: not cleaned up yet); 0 when none.', ['cluster', 'table']),
       (s) => s.oldestPendingAgeSeconds,
     ],

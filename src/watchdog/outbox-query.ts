@@ -4,9 +4,12 @@
  *
  * Two statements, because they need different rights:
  * 1. the table's statistics: pg_stat_user_tables (n_live_tup, n_dead_tup, last (auto)vacuum), joined to
- *    pg_class by oid (reltuples) and pg_total_relation_size(relid). Any role may read these, pg_monitor
- *    or not, and no USAGE on the schema is needed: the table is found by name in the view, never
- *    through a regclass cast (which would need USAGE);
+ *    pg_class by oid (reltuples) and pg_total_relation_size(relid), summed over the leaves of
+ *    pg_partition_tree: a partitioned outbox's root has no statistics or storage of its own, its
+ *    partitions do. For a partitioned outbox also the newest partition's upper bound (from its
+ *    pg_get_expr(relpartbound)), the time left before INSERTs find no partition. Any role may read these,
+ *    pg_monitor or not, and no USAGE on the schema is needed: the table is found by name in pg_class,
+ *    never through a regclass cast (which would need USAGE);
  * 2. the rows still waiting (`published_at IS NULL`): the oldest one's age and, if asked, their count
  *    up to a cap. This reads the table, so the role needs USAGE on the schema and SELECT on the two
  *    columns; db:provision grants exactly that to the monitoring role (sql/roles.sql), nothing of the
@@ -60,6 +63,12 @@ export interface OutboxTableSample {
   pendingError: string | null;
   /** Server clock when sampled, epoch ms. */
   sampledAtMs: number;
+  /**
+   * A partitioned outbox (outbox.cleanupMode 'partition'): how long from now rows still have a partition
+   * to go to (the newest partition's upper bound − now), seconds; past it every outbox INSERT fails. Null
+   * for a plain table. Sizes and rows above are then the sums over the partitions.
+   */
+  partitionHeadroomSeconds: number | null;
 }
 
 export interface SampleOutboxOptions {
@@ -72,13 +81,23 @@ export interface SampleOutboxOptions {
 }
 
 export const outboxStatsSql = `
-SELECT s.n_live_tup::float8 AS n_live_tup, c.reltuples::float8 AS reltuples, s.n_dead_tup::float8 AS n_dead_tup,
-       pg_total_relation_size(s.relid)::float8 AS total_bytes,
-       (extract(epoch FROM s.last_autovacuum) * 1000)::float8 AS last_autovacuum_ms,
-       (extract(epoch FROM s.last_vacuum) * 1000)::float8 AS last_vacuum_ms,
-       (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS sampled_at_ms
-  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
- WHERE s.schemaname = $1 AND s.relname = $2`;
+SELECT sum(s.n_live_tup)::float8 AS n_live_tup, sum(c.reltuples)::float8 AS reltuples, sum(s.n_dead_tup)::float8 AS n_dead_tup,
+       sum(pg_total_relation_size(s.relid))::float8 AS total_bytes,
+       (extract(epoch FROM max(s.last_autovacuum)) * 1000)::float8 AS last_autovacuum_ms,
+       (extract(epoch FROM max(s.last_vacuum)) * 1000)::float8 AS last_vacuum_ms,
+       (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS sampled_at_ms,
+       bool_or(p.relkind = 'p') AS partitioned,
+       (SELECT max(('x' || left(replace(m[1], '-', ''), 12))::bit(48)::bigint)
+          FROM pg_inherits i JOIN pg_class pc ON pc.oid = i.inhrelid,
+               regexp_match(pg_get_expr(pc.relpartbound, pc.oid), 'TO \\(''([0-9a-f-]{36})''\\)') m
+         WHERE i.inhparent = min(p.oid::bigint)::oid)::float8 AS partitions_until_ms
+  FROM pg_class p JOIN pg_namespace n ON n.oid = p.relnamespace
+  -- pg_partition_tree returns no rows for a plain table: the table itself is its one leaf.
+  CROSS JOIN LATERAL (SELECT t.relid FROM pg_partition_tree(p.oid) t WHERE p.relkind = 'p' AND t.isleaf UNION ALL SELECT p.oid WHERE p.relkind = 'r') t
+  JOIN pg_stat_user_tables s ON s.relid = t.relid
+  JOIN pg_class c ON c.oid = s.relid
+ WHERE n.nspname = $1 AND p.relname = $2 AND p.relkind IN ('r', 'p')
+HAVING count(*) > 0 OR bool_or(p.relkind = 'p')`;
 
 /**
  * The oldest waiting row's age and (cap > 0) their count up to `cap` + 1, from the partial index. `$1`
@@ -125,6 +144,9 @@ export async function readPending(client: Queryable, options: SampleOutboxOption
   };
 }
 
+/** Seconds from `nowMs` to the newest partition's upper bound; 0 when there is none, or it is past. */
+const headroom = (untilMs: number | null, nowMs: number): number => Math.max(0, ((untilMs ?? nowMs) - nowMs) / 1000);
+
 /** pg: undefined_table, invalid_schema_name (dropped between the two statements), insufficient_privilege. */
 const UNREADABLE = new Set(['42P01', '3F000', '42501']);
 
@@ -146,6 +168,7 @@ export async function sampleOutbox(client: Queryable, options: SampleOutboxOptio
     pendingCapped: false,
     pendingError: null,
     sampledAtMs: Date.now(),
+    partitionHeadroomSeconds: null,
   };
   const { rows } = await client.query(outboxStatsSql, [options.schema, options.table]);
   const stats = rows[0] as Record<string, unknown> | undefined;
@@ -161,6 +184,7 @@ export async function sampleOutbox(client: Queryable, options: SampleOutboxOptio
     lastAutovacuumMs: num(stats.last_autovacuum_ms),
     lastVacuumMs: num(stats.last_vacuum_ms),
     sampledAtMs: num(stats.sampled_at_ms) ?? base.sampledAtMs,
+    partitionHeadroomSeconds: stats.partitioned === true ? headroom(num(stats.partitions_until_ms), num(stats.sampled_at_ms) ?? base.sampledAtMs) : null,
   };
   try {
     return { ...sample, ...(await readPending(client, options)) };

@@ -25,12 +25,25 @@ function outbox(over: Partial<OutboxTableSample> = {}): OutboxTableSample {
     pendingCapped: false,
     pendingError: null,
     sampledAtMs: 0,
+    partitionHeadroomSeconds: null,
     ...over,
   };
 }
 
 describe('outbox rules', () => {
   const config = wdConfig();
+
+  it('OutboxPartitionsRunningOut: a partitioned outbox warns below half the windows the cleanup keeps ahead, and is critical below one window', () => {
+    const partitioning = { seconds: 3600, ahead: 24 };
+    const level = (hours: number | null, current: 'ok' | 'warning' | 'critical' = 'ok') =>
+      evaluateOutboxRule('OutboxPartitionsRunningOut', outbox({ partitionHeadroomSeconds: hours === null ? null : hours * 3600 }), config, current, partitioning);
+    expect([level(null).level, level(24).level, level(12.5).level, level(12).level, level(2).level, level(1).level, level(0).level]).toEqual(['ok', 'ok', 'ok', 'warning', 'warning', 'critical', 'critical']);
+    // Back above the thresholds, the alert clears.
+    expect(level(23, 'critical').level).toBe('ok');
+    expect(level(0.5).summary).toMatch(/partitions for the next 30m.*every outbox INSERT fails.*outbox:cleanup --once/);
+    // Few windows ahead (a test's 2 windows of 5 s): warning from one window down, never below it.
+    expect(evaluateOutboxRule('OutboxPartitionsRunningOut', outbox({ partitionHeadroomSeconds: 7 }), config, 'ok', { seconds: 5, ahead: 2 }).level).toBe('ok');
+  });
 
   it('defaults: backlog age warns at 15 min and is critical at 1 h; size warns at 1 GiB and is critical at 10 GiB', () => {
     expect(config.rules.outboxBacklogAgeMs).toEqual({ warning: 15 * 60_000, critical: 60 * 60_000 });
