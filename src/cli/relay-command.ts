@@ -2,8 +2,9 @@ import { Command } from 'commander';
 import type { RelayConfig } from '../config/relay-schema';
 import type { NamedOutbox, OutboxConfig } from '../config';
 import type { Logger } from '../log';
-import { createRelay, createRelayMetrics, relayHealthBody, type Relay } from '../relay';
-import { createServiceSet, runService } from '../service';
+import { createRelay, createRelayMetrics, relayHealthBody } from '../relay';
+import { runService } from '../service';
+import { runOutboxSet } from './outbox-set';
 import { defaultOf, flagOverrides, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { action, loggerFor } from './run-command';
 
@@ -69,32 +70,18 @@ async function runOne(config: OutboxConfig, log: Logger): Promise<void> {
 
 /**
  * One relay per outbox in this process (docs/multi-outbox.md), each with its own pool, producer and
- * workers: one whose database or brokers fail stalls none of the others (a relay that cannot start is
- * tried again every 30 s). /metrics carries every outbox's series, labelled `outbox`.
+ * workers: one whose database or brokers fail stalls none of the others.
  */
-async function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
-  const relays = new Map<string, Relay>();
-  const set = createServiceSet({
-    logger: log,
-    label: 'outbox',
-    members: outboxes.map(({ name, config }) => ({
-      name,
-      create: () => {
-        const metrics = createRelayMetrics();
-        const relay = createRelay({ config, logger: log.child({ outbox: name }), onEvent: metrics.onEvent });
-        relays.set(name, relay);
-        return { service: relay, registry: metrics.registry, health: () => relayHealthBody(relay) };
-      },
-    })),
-  });
-  const { metricsHost, metricsPort } = (outboxes[0] as NamedOutbox).config.relay;
-  await runService({
-    service: set.service,
-    logger: log,
-    metrics: { host: metricsHost, port: metricsPort, registry: set.registry },
-    health: () => set.health(),
-    started: (url) => ({ fields: { outboxes: outboxes.map((o) => o.name), metrics: url }, message: `relay started for ${outboxes.length} outboxes` }),
+function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
+  return runOutboxSet(outboxes, log, {
+    what: 'relay',
+    create: (config, memberLog) => {
+      const metrics = createRelayMetrics();
+      const relay = createRelay({ config, logger: memberLog, onEvent: metrics.onEvent });
+      return { service: relay, registry: metrics.registry, health: () => relayHealthBody(relay), relay };
+    },
+    http: (config) => ({ host: config.relay.metricsHost, port: config.relay.metricsPort }),
     stopping: 'relay stopping: finishing the batches in hand',
-    stopped: () => ({ fields: { stats: Object.fromEntries([...relays].map(([n, r]) => [n, r.stats()])) }, message: 'relay stopped' }),
+    stoppedFields: (member) => ({ stats: member.relay.stats() }),
   });
 }

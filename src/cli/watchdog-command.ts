@@ -2,7 +2,8 @@ import { Command } from 'commander';
 import type { NamedOutbox, OutboxConfig } from '../config';
 import { isOutboxError } from '../errors';
 import type { Logger } from '../log';
-import { createLifecycle, createServiceSet, runService, type RunnableService } from '../service';
+import { createLifecycle, runService, type RunnableService } from '../service';
+import { runOutboxSet } from './outbox-set';
 import { EXIT_CODES, createConnectorSupervisor, createWatchdog, renderOnce, watchdogHealthBody, type Watchdog } from '../watchdog';
 import { defaultOf, loadCommandOutboxes, wholeNumber, withConfigOption, type FlagSetting } from './config-option';
 import { runEachOutbox } from './each-outbox';
@@ -84,33 +85,18 @@ async function runOne(config: OutboxConfig, log: Logger): Promise<void> {
 
 /**
  * One watchdog per outbox in this process (docs/multi-outbox.md): each polls its own database and
- * alerts on its own slot; one whose database cannot be reached alerts on that alone. /metrics carries
- * every outbox's series, labelled `outbox`; the HTTP settings are the first outbox's.
+ * alerts on its own slot; one whose database cannot be reached alerts on that alone.
  */
-async function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
-  const watchdogs = new Map<string, Watchdog>();
-  const set = createServiceSet({
-    logger: log,
-    label: 'outbox',
-    members: outboxes.map(({ name, config }) => ({
-      name,
-      create: () => {
-        const child = log.child({ outbox: name });
-        const watchdog = createWatchdog({ config, logger: child });
-        watchdogs.set(name, watchdog);
-        return { service: watchdogService(config, child, watchdog), registry: watchdog.metrics.registry, health: () => watchdogHealthBody(watchdog) };
-      },
-    })),
-  });
-  const { metricsHost, metricsPort, intervalMs } = (outboxes[0] as NamedOutbox).config.watchdog;
-  await runService({
-    service: set.service,
-    logger: log,
-    metrics: { host: metricsHost, port: metricsPort, registry: set.registry },
-    health: () => set.health(),
-    started: (url) => ({ fields: { outboxes: outboxes.map((o) => o.name), intervalMs, metrics: url }, message: `watchdog started for ${outboxes.length} outboxes` }),
+function runSet(outboxes: readonly NamedOutbox[], log: Logger): Promise<void> {
+  return runOutboxSet(outboxes, log, {
+    what: 'watchdog',
+    create: (config, memberLog) => {
+      const watchdog = createWatchdog({ config, logger: memberLog });
+      return { service: watchdogService(config, memberLog, watchdog), registry: watchdog.metrics.registry, health: () => watchdogHealthBody(watchdog), watchdog };
+    },
+    http: (config) => ({ host: config.watchdog.metricsHost, port: config.watchdog.metricsPort }),
     stopping: 'watchdog stopping: delivering queued notifications (up to 5 s)',
-    stopped: () => ({ fields: { pending: Object.fromEntries([...watchdogs].map(([n, w]) => [n, w.deliverer.pending()])) }, message: 'watchdog stopped' }),
+    stoppedFields: (member) => ({ pending: member.watchdog.deliverer.pending() }),
   });
 }
 

@@ -15,8 +15,9 @@ import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
 import { provision } from '../../src/provision';
 import { collect } from '../support/consume';
-import { freshDatabase, randomIdentifier, testKafka, testPostgresPort, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomIdentifier, testKafka, testPostgresPort, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+import { dropRolesAndTopics, randomRoleNames, rolesYaml } from '../support/shared-roles';
 import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(240_000);
@@ -32,8 +33,7 @@ describe('outbox relay over two outboxes, one of them unreachable at start', () 
   let configFile: string;
   let outboxes: NamedOutbox[];
   let prefix: string;
-  const suffix = randomIdentifier('r').slice(-8);
-  const roles = { cdc: `cdc_${suffix}`, app: `app_${suffix}`, monitor: `mon_${suffix}`, router: `rt_${suffix}`, relay: `rl_${suffix}` };
+  const roles = randomRoleNames();
 
   beforeAll(async () => {
     east = await freshDatabase('relay_east');
@@ -47,7 +47,7 @@ describe('outbox relay over two outboxes, one of them unreachable at start', () 
       configFile,
       [
         `database: { database: ${east.name} }`,
-        `roles: { cdc: ${roles.cdc}, app: ${roles.app}, monitor: ${roles.monitor}, router: ${roles.router}, relay: ${roles.relay} }`,
+        rolesYaml(roles),
         'relay: { pollIntervalMs: 200 }',
         'outboxes:',
         `  east: { connector: ${connector('east')} }`,
@@ -64,14 +64,7 @@ describe('outbox relay over two outboxes, one of them unreachable at start', () 
     await proxy?.close();
     await east?.drop();
     await west?.drop();
-    await withClient('postgres', async (c) => {
-      for (const role of Object.values(roles)) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
-    });
-    const admin = testKafka().admin();
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((t) => t.includes(prefix));
-    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-    await admin.disconnect();
+    await dropRolesAndTopics(roles, prefix);
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -19,7 +19,8 @@ import { loadConfigWithSources, type NamedOutbox } from '../../src/config';
 import { deleteConnector } from '../../src/connector';
 import { createPool } from '../../src/db';
 import { createOutboxWriter } from '../../src/producer';
-import { freshDatabase, randomIdentifier, testKafka, withClient, type FreshDatabase } from '../support/stack-env';
+import { freshDatabase, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
+import { dropRolesAndTopics, randomRoleNames, rolesYaml } from '../support/shared-roles';
 import { waitsUpTo } from '../support/until';
 
 jest.setTimeout(300_000);
@@ -76,10 +77,7 @@ describe('three outboxes in two databases, one config', () => {
   let outboxes: NamedOutbox[];
   let prefix: string;
   let poolA: Pool;
-  const roles = (() => {
-    const s = randomIdentifier('r').slice(-8);
-    return { cdc: `cdc_${s}`, app: `app_${s}`, monitor: `mon_${s}`, router: `rt_${s}`, relay: `rl_${s}` };
-  })();
+  const roles = randomRoleNames();
   /** gamma's database unreachable: its port, a closed one. */
   const GAMMA_DOWN = { OUTBOX__GAMMA__PGPORT: '1' };
 
@@ -95,7 +93,7 @@ describe('three outboxes in two databases, one config', () => {
       configFile,
       [
         `database: { database: ${dbA.name} }`,
-        `roles: { cdc: ${roles.cdc}, app: ${roles.app}, monitor: ${roles.monitor}, router: ${roles.router}, relay: ${roles.relay} }`,
+        rolesYaml(roles),
         `router: { consumer: ${prefix}, inboxRetentionMs: 0 }`,
         'outboxes:',
         `  alpha: { connector: ${connector('alpha')} }`,
@@ -119,14 +117,7 @@ describe('three outboxes in two databases, one config', () => {
     await poolA?.end();
     await dbA?.drop();
     await dbB?.drop();
-    await withClient('postgres', async (c) => {
-      for (const role of Object.values(roles)) await c.query(`DROP ROLE IF EXISTS ${c.escapeIdentifier(role)}`).catch(() => {});
-    });
-    const admin = testKafka().admin();
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((t) => t.includes(prefix));
-    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-    await admin.disconnect();
+    await dropRolesAndTopics(roles, prefix);
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
