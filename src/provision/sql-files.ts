@@ -66,8 +66,11 @@ export function loadMigrations(dir = SHIPPED_MIGRATIONS): Migration[] {
   return migrations;
 }
 
-/** Truncated to PostgreSQL's 63-byte identifier limit, so derived names stay deterministic. */
-function derivedName(base: string, suffix: string): string {
+/**
+ * `base` + `suffix` within 63 bytes of UTF-8 (PostgreSQL's name limit): `base` shortened on a character
+ * boundary, the suffix kept. The migrations name their objects with it; code that finds them again must too.
+ */
+export function derivedName(base: string, suffix: string): string {
   let head = base;
   while (Buffer.byteLength(head + suffix) > 63) head = Array.from(head).slice(0, -1).join('');
   return `${head}${suffix}`;

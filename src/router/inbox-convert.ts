@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { escapeIdentifier, type Client } from 'pg';
 import { pgCode, qualified } from '../db';
 import { OutboxError } from '../errors';
-import { inboxPartitionNames } from '../provision/sql-files';
+import { derivedName, inboxPartitionNames } from '../provision/sql-files';
 import { addPartitionsAhead, partitionRange } from './inbox-partitions';
 
 /**
@@ -88,13 +88,13 @@ export async function convertInbox(client: Client, options: ConvertOptions): Pro
     await step('key-function', () => client.query(`CREATE OR REPLACE FUNCTION ${names.messageMs}(p_id text) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$ ${messageMsBody(cutoverMs)} $fn$`));
   }
   await step('validate-key', () => client.query(`ALTER TABLE ${inbox} VALIDATE CONSTRAINT ${names.keyCheck}`));
-  const bound = escapeIdentifier(`${names.catchAllName}_bound`.slice(0, 63));
+  const bound = escapeIdentifier(derivedName(names.catchAllName, '_bound'));
   await step('validate-bound', async () => {
     await client.query(`ALTER TABLE ${inbox} DROP CONSTRAINT IF EXISTS ${bound}`);
     await client.query(`ALTER TABLE ${inbox} ADD CONSTRAINT ${bound} CHECK (message_ms < 1) NOT VALID`);
     await client.query(`ALTER TABLE ${inbox} VALIDATE CONSTRAINT ${bound}`);
   });
-  const keyIndexName = `${names.catchAllName}_key_idx`.slice(0, 63);
+  const keyIndexName = derivedName(names.catchAllName, '_key_idx');
   await step('key-index', async () => {
     await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${qualified(options.schema, keyIndexName)}`);
     await client.query(`CREATE UNIQUE INDEX CONCURRENTLY ${escapeIdentifier(keyIndexName)} ON ${inbox} (consumer, message_id, message_ms)`);
@@ -115,21 +115,21 @@ async function retryLockTimeout<T>(work: () => Promise<T>): Promise<T> {
 
 async function swap(client: Client, options: ConvertOptions, names: ReturnType<typeof inboxPartitionNames>, cutoverMs: number, now: () => number): Promise<string[]> {
   const inbox = qualified(options.schema, options.inboxTable);
-  const processedIndex = `${options.inboxTable}_processed_idx`.slice(0, 63);
+  const processedIndex = derivedName(options.inboxTable, '_processed_idx');
   await client.query('BEGIN');
   try {
     await client.query(`LOCK TABLE ${inbox} IN ACCESS EXCLUSIVE MODE`);
     await client.query(`ALTER TABLE ${inbox} RENAME TO ${escapeIdentifier(names.catchAllName)}`);
-    await client.query(`ALTER INDEX IF EXISTS ${qualified(options.schema, processedIndex)} RENAME TO ${escapeIdentifier(`${names.catchAllName}_processed_idx`.slice(0, 63))}`);
+    await client.query(`ALTER INDEX IF EXISTS ${qualified(options.schema, processedIndex)} RENAME TO ${escapeIdentifier(derivedName(options.inboxTable, '_other_processed_idx'))}`);
     await client.query(
       `CREATE TABLE ${inbox} (consumer text NOT NULL, message_id text NOT NULL, processed_at timestamptz NOT NULL DEFAULT now(), message_ms bigint NOT NULL DEFAULT 0, ` +
         `CONSTRAINT ${names.keyCheck} CHECK (message_ms = ${names.messageMs}(message_id)), ` +
-        `CONSTRAINT ${escapeIdentifier(`${options.inboxTable}_key`.slice(0, 63))} PRIMARY KEY (consumer, message_id, message_ms)) PARTITION BY RANGE (message_ms)`,
+        `CONSTRAINT ${escapeIdentifier(derivedName(options.inboxTable, '_key'))} PRIMARY KEY (consumer, message_id, message_ms)) PARTITION BY RANGE (message_ms)`,
     );
     await client.query(`CREATE INDEX ${escapeIdentifier(processedIndex)} ON ${inbox} (consumer, processed_at)`);
     // The old primary key (consumer, message_id) goes: the unique index of step 3 takes its place as the
     // partition's share of the new one (exact as well, since message_ms follows from message_id).
-    await client.query(`ALTER TABLE ${names.catchAll} DROP CONSTRAINT IF EXISTS ${escapeIdentifier(`${options.inboxTable}_pkey`.slice(0, 63))}`);
+    await client.query(`ALTER TABLE ${names.catchAll} DROP CONSTRAINT IF EXISTS ${escapeIdentifier(derivedName(options.inboxTable, '_pkey'))}`);
     await client.query(`ALTER TABLE ${inbox} ATTACH PARTITION ${names.catchAll} FOR VALUES FROM (MINVALUE) TO (1)`);
     const partitions = await addPartitionsAhead(client, names, Math.max(now(), cutoverMs), options.intervalMs, options.ahead);
     await client.query(`GRANT SELECT, INSERT, DELETE ON ${inbox} TO ${escapeIdentifier(options.routerRole)}`);

@@ -12,7 +12,7 @@ import { Client, type Pool } from 'pg';
 import type { OutboxConfig } from '../../src/config';
 import { createPool, qualified } from '../../src/db';
 import { provision } from '../../src/provision';
-import { inboxPartitionNames } from '../../src/provision/sql-files';
+import { derivedName, inboxPartitionNames } from '../../src/provision/sql-files';
 import { createRouter, createRouterMetrics, type RouterEventListener } from '../../src/router';
 import { createLogger } from '../../src/log';
 import { convertInbox } from '../../src/router/inbox-convert';
@@ -219,6 +219,29 @@ describe('partitioned inbox (real stack)', () => {
       await expect(admin.query('CREATE TABLE public.inbox_x (LIKE public.inbox)')).rejects.toThrow(/permission denied/);
     } finally {
       await admin.query('ROLLBACK');
+    }
+  });
+
+  it('converts an inbox whose name is near the 63-byte limit: the names it looks for are the ones the migrations made', async () => {
+    const other = await freshDatabase('inbox_convert_long');
+    const inboxTable = `inbox_${'x'.repeat(54)}`; // 60 bytes: every derived name is shortened
+    const otherConfig = testConfig(other.name, { outbox: { inboxTable } });
+    await provision(otherConfig);
+    const owner = new Client(other.config);
+    await owner.connect();
+    try {
+      await owner.query(`INSERT INTO ${inboxTable} (consumer, message_id) VALUES ('svc', 'not-a-uuid-1')`);
+      const report = await convertInbox(owner, { schema: 'public', inboxTable, routerRole: otherConfig.roles.router, intervalMs: DAY, ahead: 1 });
+      expect(report.converted).toBe(true);
+      const catchAll = inboxPartitionNames({ schema: 'public', inboxTable }).catchAllName;
+      const { rows } = await owner.query<{ indexname: string }>('SELECT indexname FROM pg_indexes WHERE tablename = $1 ORDER BY 1', [catchAll]);
+      // The old table's processed index was found and renamed, and its old primary key dropped.
+      expect(rows.map((r) => r.indexname)).toContain(derivedName(inboxTable, '_other_processed_idx'));
+      expect(rows.map((r) => r.indexname)).not.toContain(derivedName(inboxTable, '_pkey'));
+      expect((await owner.query(`SELECT count(*)::int AS n FROM ${inboxTable}`)).rows[0]).toEqual({ n: 1 });
+    } finally {
+      await owner.end();
+      await other.drop();
     }
   });
 
