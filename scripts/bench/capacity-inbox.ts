@@ -14,10 +14,8 @@ import { escapeLiteral, type Pool } from 'pg';
 import { createBenchDatabase } from './bench-db';
 import type { OutboxOptions } from 'outbox-router/config';
 import { clientConfig, inboxKeyFunction, qualified, withClient } from 'outbox-router/db';
-import { inboxPartitionNames, parkedTableName } from '../../src/provision/sql-files';
-import { convertInbox } from '../../src/router/inbox-convert';
-import { prunePartitionedInbox, type PartitionDropResult } from '../../src/router/inbox-partitions';
-import { pruneInbox, type PruneResult } from '../../src/router/inbox-retention';
+import { inboxPartitionNames, parkedTableName } from 'outbox-router/provision';
+import { convertInbox, prunePartitionedInbox, pruneInbox, type PartitionDropResult, type PruneResult } from 'outbox-router/router';
 import { diskFree, gb, load, measured, say, startProbe, tableSize, vacuum, type LoadResult, type ProbeResult, type TableSize } from './capacity-db';
 import { inboxChunkSql, routerInboxInsertSql, uuidv7, type Span } from './capacity-sql';
 

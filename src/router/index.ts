@@ -11,3 +11,7 @@ export { DEFAULT_REPLAY_FOLLOW_MS, DEFAULT_REPLAY_TIMEOUT_MS, replayDeadLetters,
 export { parkedAgain, releaseKeys, type ReleaseTarget } from './parked';
 export { REPLAY_HEADER, type FailurePolicy, type PayloadSchema, type PayloadSchemas } from './record-context';
 export { laneOf } from './partition-batch';
+// The inbox's housekeeping, as `outbox inbox:prune` and `outbox inbox:partition` run it (for a scheduler of your own, and the capacity bench).
+export { pruneInbox, type PruneResult } from './inbox-retention';
+export { prunePartitionedInbox, type PartitionDropResult } from './inbox-partitions';
+export { convertInbox } from './inbox-convert';
