@@ -1,13 +1,7 @@
 import { escapeLiteral, type Client } from 'pg';
 import type { OutboxConfig } from '../config';
 import { pgCode, qualified } from '../db';
-import {
-  AGGREGATE_TYPE_PATTERN,
-  MAX_AGGREGATE_ID_BYTES,
-  MAX_HEADERS_BYTES,
-  OUTBOX_LIMIT_CONSTRAINTS,
-  TRACEPARENT_PATTERN,
-} from '../producer/limits';
+import { aggregateTypeCheckSql, MAX_AGGREGATE_ID_BYTES, MAX_HEADERS_BYTES, OUTBOX_LIMIT_CONSTRAINTS, traceparentCheckSql } from '../producer/limits';
 
 /**
  * The writer's limits (src/producer/limits.ts) as named CHECK constraints on the outbox, so a row the
@@ -37,9 +31,9 @@ export function outboxLimitConstraints(config: OutboxConfig): LimitConstraint[] 
   return [
     { name: names.payload, check: `octet_length(payload) <= ${config.outbox.maxPayloadBytes}` },
     { name: names.headers, check: `octet_length(headers) <= ${MAX_HEADERS_BYTES}` },
-    { name: names.traceparent, check: `traceparent ~ ${escapeLiteral(TRACEPARENT_PATTERN)}` },
+    { name: names.traceparent, check: traceparentCheckSql('traceparent') },
     { name: names.aggregateId, check: `octet_length(aggregate_id) BETWEEN 1 AND ${MAX_AGGREGATE_ID_BYTES}` },
-    { name: names.aggregateType, check: `aggregate_type ~ ${escapeLiteral(AGGREGATE_TYPE_PATTERN)}` },
+    { name: names.aggregateType, check: aggregateTypeCheckSql('aggregate_type') },
   ];
 }
 

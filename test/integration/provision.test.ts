@@ -252,6 +252,17 @@ describe('db:provision', () => {
         ['headers one byte over', { headers: headersOf(64 * KIB + 1) }, 'refused'],
         ['W3C traceparent', { traceparent: TRACEPARENT }, 'accepted'],
         ['upper-case traceparent', { traceparent: TRACEPARENT.toUpperCase() }, 'refused'],
+        // The database's checks are written without bounded repetition (src/producer/limits.ts): the
+        // cases a length test and dash positions must still tell apart.
+        ['aggregate_type with a trailing newline', { aggregateType: 'order\n' }, 'refused'],
+        ['aggregate_type with a non-ASCII letter', { aggregateType: 'ordér' }, 'refused'],
+        ['traceparent with a trailing newline', { traceparent: `${TRACEPARENT}\n` }, 'refused'],
+        ['traceparent with its first dash one place later', { traceparent: `${TRACEPARENT.slice(0, 2)}0-${TRACEPARENT.slice(4)}` }, 'refused'],
+        ['traceparent with a fourth dash in place of a hex digit', { traceparent: `${TRACEPARENT.slice(0, 10)}-${TRACEPARENT.slice(11)}` }, 'refused'],
+        ['traceparent one hex digit short', { traceparent: TRACEPARENT.slice(0, -1) }, 'refused'],
+        ['traceparent one hex digit long', { traceparent: `${TRACEPARENT}0` }, 'refused'],
+        ['traceparent with a non-hex letter', { traceparent: `${TRACEPARENT.slice(0, 5)}g${TRACEPARENT.slice(6)}` }, 'refused'],
+        ['traceparent of other version and flags', { traceparent: `ff${TRACEPARENT.slice(2, -2)}ff` }, 'accepted'],
       ];
       const verdicts: Array<{ what: string; writer: string; database: string }> = [];
       for (const [what, patch] of cases) {
