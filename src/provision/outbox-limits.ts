@@ -44,8 +44,19 @@ export function outboxLimitConstraints(config: OutboxConfig): LimitConstraint[] 
  */
 const marker = (c: LimitConstraint) => `outbox-router limit: CHECK (${c.check})`;
 
-/** Makes the outbox's limit constraints exactly `outboxLimitConstraints(config)`; runs inside provisioning's transaction. */
-export async function ensureOutboxLimits(client: Client, config: OutboxConfig): Promise<LimitsReport> {
+/** What ensureOutboxLimits did inside provisioning's transaction, and what is left to validate after it. */
+export interface LimitsPlan {
+  changed: string[];
+  /** NOT VALID constraints: added by this run, or left NOT VALID by an earlier one. */
+  toValidate: LimitConstraint[];
+}
+
+/**
+ * Makes the outbox's limit constraints exactly `outboxLimitConstraints(config)`; runs inside provisioning's
+ * transaction. A new or changed constraint is added NOT VALID (a catalog change under a moment's ACCESS
+ * EXCLUSIVE lock); checking the existing rows is left to validateOutboxLimits after COMMIT.
+ */
+export async function ensureOutboxLimits(client: Client, config: OutboxConfig): Promise<LimitsPlan> {
   const table = qualified(config.outbox.schema, config.outbox.table);
   const wanted = outboxLimitConstraints(config);
   const { rows } = await client.query<{ name: string; validated: boolean; comment: string | null }>(
@@ -54,28 +65,59 @@ export async function ensureOutboxLimits(client: Client, config: OutboxConfig): 
       WHERE n.nspname = $1 AND c.relname = $2 AND co.conname = ANY($3::text[])`,
     [config.outbox.schema, config.outbox.table, wanted.map((c) => c.name)],
   );
-  const report: LimitsReport = { changed: [], notValidated: [] };
+  const plan: LimitsPlan = { changed: [], toValidate: [] };
   for (const constraint of wanted) {
     const have = rows.find((r) => r.name === constraint.name);
     const name = client.escapeIdentifier(constraint.name);
     if (have?.comment !== marker(constraint)) {
       if (have) await client.query(`ALTER TABLE ${table} DROP CONSTRAINT ${name}`);
-      // NOT VALID first: a legacy row that breaks the rule must not fail the whole provisioning.
+      // NOT VALID: a legacy row that breaks the rule must not fail the whole provisioning.
       await client.query(`ALTER TABLE ${table} ADD CONSTRAINT ${name} CHECK (${constraint.check}) NOT VALID`);
       await client.query(`COMMENT ON CONSTRAINT ${name} ON ${table} IS ${escapeLiteral(marker(constraint))}`);
-      report.changed.push(constraint.name);
-    } else if (have.validated) {
-      continue;
-    }
-    await client.query('SAVEPOINT validate_limit');
-    try {
-      await client.query(`ALTER TABLE ${table} VALIDATE CONSTRAINT ${name}`);
-      await client.query('RELEASE SAVEPOINT validate_limit');
-    } catch (error) {
-      await client.query('ROLLBACK TO SAVEPOINT validate_limit');
-      if (pgCode(error) !== '23514') throw error;
-      report.notValidated.push(constraint.name);
+      plan.changed.push(constraint.name);
+      plan.toValidate.push(constraint);
+    } else if (!have.validated) {
+      plan.toValidate.push(constraint);
     }
   }
-  return report;
+  return plan;
+}
+
+/**
+ * Checks the existing rows against the constraints ensureOutboxLimits left NOT VALID; returns the names
+ * of those the rows break (they stay NOT VALID: new rows are checked, old ones are not). Runs after
+ * provisioning's COMMIT, each VALIDATE its own transaction: VALIDATE CONSTRAINT holds only a SHARE
+ * UPDATE EXCLUSIVE lock, so writers go on inserting while it reads the whole outbox, where inside the
+ * provisioning transaction the DROP's ACCESS EXCLUSIVE lock would have stopped them for the whole scan.
+ * `dryRun`: nothing was committed; the rows are read (SELECT, no lock beyond reading) against each
+ * check instead.
+ */
+export async function validateOutboxLimits(client: Client, config: OutboxConfig, constraints: readonly LimitConstraint[], dryRun = false): Promise<string[]> {
+  const table = qualified(config.outbox.schema, config.outbox.table);
+  const broken: string[] = [];
+  if (constraints.length === 0) return broken;
+  // A dry run on a new database: the rolled-back transaction made the outbox, and no rows can break anything.
+  if (dryRun && (await client.query<{ t: string | null }>('SELECT to_regclass($1) AS t', [table])).rows[0]?.t == null) return broken;
+  // Reading a large outbox outlasts database.statementTimeoutMs (30 s by default); nothing waits on it.
+  await client.query('SET statement_timeout = 0');
+  try {
+    for (const constraint of constraints) if (await breaks(client, table, constraint, dryRun)) broken.push(constraint.name);
+  } finally {
+    await client.query('RESET statement_timeout');
+  }
+  return broken;
+}
+
+async function breaks(client: Client, table: string, constraint: LimitConstraint, dryRun: boolean): Promise<boolean> {
+  if (dryRun) {
+    const { rows } = await client.query<{ broken: boolean }>(`SELECT EXISTS (SELECT 1 FROM ${table} WHERE NOT (${constraint.check})) AS broken`);
+    return rows[0]?.broken === true;
+  }
+  try {
+    await client.query(`ALTER TABLE ${table} VALIDATE CONSTRAINT ${client.escapeIdentifier(constraint.name)}`);
+    return false;
+  } catch (error) {
+    if (pgCode(error) !== '23514') throw error;
+    return true;
+  }
 }

@@ -4,7 +4,7 @@ import { clientConfig, withClient } from '../db';
 import { OutboxError } from '../errors';
 import type { Logger } from '../log';
 import { assertPreflight, readPreflightFacts, type PreflightFacts } from './preflight';
-import { ensureOutboxLimits, type LimitsReport } from './outbox-limits';
+import { ensureOutboxLimits, validateOutboxLimits, type LimitsReport } from './outbox-limits';
 import { ensureOutboxPartitioned, type PartitionedReport } from './outbox-partitioned';
 import { assertNotProvisioningAsRole } from './role-passwords';
 import { ensureRoles, type RoleSetupReport } from './role-setup';
@@ -125,16 +125,19 @@ async function provisionOnce(client: Client, config: OutboxConfig, migrations: M
     Object.assign(report, roles);
     await at('grants (sql/roles.sql)', () => client.query(rolesSql(config)));
     await at('row policy', () => ensureOutboxPolicies(client, config));
-    report.limits = await at('outbox limits', () => ensureOutboxLimits(client, config));
+    const limits = await at('outbox limits', () => ensureOutboxLimits(client, config));
+    report.limits.changed = limits.changed;
     report.relayNotify = await at('relay notify trigger', () => ensureRelayNotify(client, config));
     for (const skipped of report.skipped) options.log?.warn({ skipped }, `provision: skipped ${skipped}`);
+    await client.query(options.dryRun ? 'ROLLBACK' : 'COMMIT');
+    // After COMMIT: reading every outbox row must not hold the lock that stops its writers (outbox-limits.ts).
+    report.limits.notValidated = await at('outbox limits: validate the existing rows', () => validateOutboxLimits(client, config, limits.toValidate, options.dryRun));
     if (report.limits.notValidated.length > 0) {
       options.log?.warn(
         { constraints: report.limits.notValidated },
         `provision: existing outbox rows break ${report.limits.notValidated.join(', ')}; new rows are checked, the old ones are not until they are deleted and db:provision runs again`,
       );
     }
-    await client.query(options.dryRun ? 'ROLLBACK' : 'COMMIT');
     options.log?.info(
       { database: report.database, applied: report.applied, rolesCreated: report.rolesCreated, dryRun: report.dryRun },
       report.applied.length ? `provision: applied ${report.applied.join(', ')}` : 'provision: schema up to date',

@@ -7,6 +7,7 @@ import { rejection } from '../support/expect-error';
 import { testConfig } from '../support/outbox-config';
 import { freshDatabase, pgConfig, randomIdentifier, withClient, type FreshDatabase } from '../support/stack-env';
 import { startTcpProxy } from '../support/tcp-proxy';
+import { until } from '../support/until';
 
 async function asRole<T>(config: OutboxConfig, role: string, password: string, body: (c: Client) => Promise<T>): Promise<T> {
   const client = new Client({ ...pgConfig(config.database.database), user: role, password });
@@ -320,6 +321,63 @@ describe('db:provision', () => {
       const validated = await withClient(db.name, (c) => c.query("SELECT convalidated FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND conname = 'outbox_payload_size'"));
       expect(validated.rows).toEqual([{ convalidated: true }]);
       await provision(config);
+    });
+
+    it('validates a replaced limit after COMMIT: writers insert while the existing rows are read', async () => {
+      await withClient(db.name, async (c) => {
+        await c.query('DELETE FROM outbox');
+        // An outbox provisioned by an earlier release: the aggregate_type rule in its old text.
+        await c.query('ALTER TABLE outbox DROP CONSTRAINT outbox_aggregate_type_topic');
+        await c.query("ALTER TABLE outbox ADD CONSTRAINT outbox_aggregate_type_topic CHECK (aggregate_type ~ '^[A-Za-z0-9._-]{1,236}$')");
+      });
+      await asApp((c) => insert(c, valid));
+      // reader holds ACCESS SHARE, so provisioning queues for its ACCESS EXCLUSIVE; holder then queues behind
+      // provisioning for SHARE UPDATE EXCLUSIVE and gets it the moment provisioning's transaction ends,
+      // which makes a VALIDATE after that transaction wait where the test can see it.
+      const [reader, holder] = [new Client(pgConfig(db.name)), new Client(pgConfig(db.name))];
+      await Promise.all([reader.connect(), holder.connect()]);
+      try {
+        const waiting = async () =>
+          (
+            await withClient(db.name, (c) =>
+              c.query<{ pid: number; mode: string }>("SELECT pid, mode FROM pg_locks WHERE relation = 'outbox'::regclass AND NOT granted ORDER BY pid"),
+            )
+          ).rows;
+        await reader.query('BEGIN');
+        await reader.query('SELECT count(*) FROM outbox');
+        let settled = false;
+        const provisioning = provision(config).finally(() => (settled = true));
+        const [provisioner] = await until('provisioning waits for its lock on the outbox', waiting, (rows) => rows.length === 1);
+        await holder.query('BEGIN');
+        const holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        const held = holder.query('LOCK TABLE outbox IN SHARE UPDATE EXCLUSIVE MODE');
+        await until('the holder queues behind provisioning', waiting, (rows) => rows.some((r) => r.pid === holderPid));
+        await reader.query('COMMIT');
+        await held;
+        const validating = await until('provisioning waits to VALIDATE, its transaction committed', waiting, (rows) => settled || rows.length > 0);
+        expect({ settled, validating }).toEqual({ settled: false, validating: [{ pid: provisioner!.pid, mode: 'ShareUpdateExclusiveLock' }] });
+        // Meanwhile a writer inserts (a lock wait would fail it after 2 s instead of hanging).
+        await asApp(async (c) => {
+          await c.query("SET lock_timeout = '2s'");
+          await expect(insert(c, { ...valid, aggregateId: 'during-validate' })).resolves.toMatchObject({ rowCount: 1 });
+        });
+        await holder.query('COMMIT');
+        expect((await provisioning).limits).toEqual({ changed: ['outbox_aggregate_type_topic'], notValidated: [] });
+        const validated = await withClient(db.name, (c) => c.query("SELECT convalidated FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND conname = 'outbox_aggregate_type_topic'"));
+        expect(validated.rows).toEqual([{ convalidated: true }]);
+      } finally {
+        await Promise.all([reader.end(), holder.end()]);
+      }
+    });
+
+    it('a dry run reports the limits existing rows would break, and changes nothing', async () => {
+      await withClient(db.name, (c) => c.query('DELETE FROM outbox'));
+      await asApp((c) => insert(c, { ...valid, aggregateId: 'legacy', payloadBytes: 5000 }));
+      const small = testConfig(db.name, { roles: config.roles, outbox: { maxPayloadBytes: 1000 } });
+      expect((await provision(small, { dryRun: true })).limits).toEqual({ changed: ['outbox_payload_size'], notValidated: ['outbox_payload_size'] });
+      const kept = await withClient(db.name, (c) => c.query("SELECT pg_get_constraintdef(oid) AS def, convalidated FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND conname = 'outbox_payload_size'"));
+      expect(kept.rows).toEqual([{ def: expect.stringContaining(String(config.outbox.maxPayloadBytes)), convalidated: true }]);
+      await withClient(db.name, (c) => c.query('DELETE FROM outbox'));
     });
 
     it('puts back a limit constraint dropped or replaced by hand', async () => {
