@@ -29,9 +29,9 @@ export const TRACEPARENT_PATTERN = `^${TRACEPARENT_FIELDS.map((n) => `[0-9a-f]{$
 
 /**
  * The same rules as SQL for the outbox's CHECK constraints, without bounded repetition. PostgreSQL's
- * regular expression engine runs `{1,236}` as 236 states for every row: the CHECK with
- * AGGREGATE_TYPE_PATTERN cost about 26 µs of the database's CPU per INSERT and the traceparent one about
- * 12 µs, most of what an outbox INSERT costs (`npm run bench:limit-checks`). An unbounded class and a
+ * regular expression engine runs `{1,236}` as 236 states for every row: with AGGREGATE_TYPE_PATTERN and
+ * TRACEPARENT_PATTERN as they are, the two CHECKs cost 17 µs of the database's CPU per outbox INSERT, as
+ * written here 2 µs (`npm run bench:limit-checks`, docs/bench.md). An unbounded class and a
  * length test accept and refuse exactly the same text (test/integration/provision.test.ts holds the
  * cases); `$` matches only at the end of the text in PostgreSQL, so a trailing newline is refused as in
  * JavaScript.
