@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { loadConfig, type OutboxConfig, type OutboxOptions } from 'outbox-router/config';
 import { clientConfig, createPool, withClient } from 'outbox-router/db';
@@ -12,6 +13,12 @@ export interface BenchDatabase {
   config: OutboxConfig;
   pool: Pool;
   drop(): Promise<void>;
+}
+
+/** Passwords for the five roles of a bench's throw-away database: this run's only, never printed. */
+export function throwawayRoles(): NonNullable<OutboxOptions['roles']> {
+  const secret = () => randomBytes(18).toString('base64url');
+  return { cdcPassword: secret(), appPassword: secret(), monitorPassword: secret(), routerPassword: secret(), relayPassword: secret() };
 }
 
 export async function createBenchDatabase(overrides: OutboxOptions = {}, suffix = Date.now().toString(36)): Promise<BenchDatabase> {

@@ -17,7 +17,6 @@
  *
  *   PGHOST=127.0.0.1 PGPORT=55441 PGUSER=postgres node build/scripts/bench/capacity.js [--rows 1000000]
  */
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
@@ -25,6 +24,8 @@ import { Command, Option } from 'commander';
 import type { OutboxOptions } from 'outbox-router/config';
 import { loadConfig } from 'outbox-router/config';
 import { clientConfig, withClient } from 'outbox-router/db';
+import { wholeArg } from './args';
+import { throwawayRoles } from './bench-db';
 import { say } from './capacity-db';
 import { DAY_MS, runInbox, type InboxResult } from './capacity-inbox';
 import { runOutbox, type OutboxResult } from './capacity-outbox';
@@ -48,11 +49,10 @@ const SETTINGS = ['server_version', 'shared_buffers', 'max_wal_size', 'checkpoin
 
 async function main(options: Options): Promise<void> {
   // Throw-away roles on a throw-away cluster: passwords of this run only, never printed.
-  const secret = () => randomBytes(18).toString('base64url');
   const overrides: OutboxOptions = {
     // A chunk of a million rows, a day's DELETE run or a VACUUM of 40 GB outlasts the default 30 s.
     database: { statementTimeoutMs: 24 * 3_600_000 },
-    roles: { cdcPassword: secret(), appPassword: secret(), monitorPassword: secret(), routerPassword: secret(), relayPassword: secret() },
+    roles: throwawayRoles(),
   };
   const base = loadConfig({ overrides });
   const server = await withClient(clientConfig(base.database, { database: 'postgres' }), async (c) => {
@@ -115,20 +115,15 @@ function summariseLoad(samples: number[][]): { samples: number; min1: number; ma
   return { samples: ones.length, min1: Math.min(...ones), max1: Math.max(...ones), mean1: ones.reduce((a, b) => a + b, 0) / Math.max(1, ones.length) };
 }
 
-const whole = (name: string, min: number) => (value: string) => {
-  const n = Number(value.replace(/_/g, ''));
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number of at least ${min}, got ${value}`);
-  return n;
-};
 
 const program = new Command('capacity')
   .description('The inbox and the CDC outbox at 100 million rows: the router INSERT, the DELETE prune against the partition drop, the outbox cleanup run (time, WAL, lock waits).')
-  .addOption(new Option('--rows <n>', 'rows per part (inbox, outbox); 1000000 for a quick check').default(100_000_000).argParser(whole('rows', 10_000)))
-  .addOption(new Option('--days <n>', 'the rows spread evenly over this many whole days before today, and today so far').default(7).argParser(whole('days', 2)))
-  .addOption(new Option('--chunk-rows <n>', 'rows per INSERT … SELECT (one transaction each)').default(1_000_000).argParser(whole('chunk-rows', 1_000)))
-  .addOption(new Option('--workers <n>', 'connections loading chunks at once').default(2).argParser(whole('workers', 1)))
-  .addOption(new Option('--insert-events <n>', "events the router's INSERT writes in transactions of 100 (a tenth of it one per transaction)").default(20_000).argParser(whole('insert-events', 100)))
-  .addOption(new Option('--runs <n>', 'outbox cleanup runs measured per mode').default(3).argParser(whole('runs', 1)))
+  .addOption(new Option('--rows <n>', 'rows per part (inbox, outbox); 1000000 for a quick check').default(100_000_000).argParser(wholeArg('rows', 10_000)))
+  .addOption(new Option('--days <n>', 'the rows spread evenly over this many whole days before today, and today so far').default(7).argParser(wholeArg('days', 2)))
+  .addOption(new Option('--chunk-rows <n>', 'rows per INSERT … SELECT (one transaction each)').default(1_000_000).argParser(wholeArg('chunk-rows', 1_000)))
+  .addOption(new Option('--workers <n>', 'connections loading chunks at once').default(2).argParser(wholeArg('workers', 1)))
+  .addOption(new Option('--insert-events <n>', "events the router's INSERT writes in transactions of 100 (a tenth of it one per transaction)").default(20_000).argParser(wholeArg('insert-events', 100)))
+  .addOption(new Option('--runs <n>', 'outbox cleanup runs measured per mode').default(3).argParser(wholeArg('runs', 1)))
   .addOption(
     new Option('--parts <list>', `comma list of ${PARTS.join(', ')}`).default([...PARTS]).argParser((value: string) => {
       const parts = value.split(',').map((p) => p.trim());

@@ -16,13 +16,13 @@
  *
  *   PGHOST=127.0.0.1 PGPORT=55441 PGUSER=postgres node build/scripts/bench/limit-checks.js [--rounds 6]
  */
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Command, Option } from 'commander';
 import type { OutboxOptions } from 'outbox-router/config';
 import { qualified } from 'outbox-router/db';
 import { AGGREGATE_TYPE_PATTERN, OUTBOX_LIMIT_CONSTRAINTS, TRACEPARENT_PATTERN } from 'outbox-router/producer';
-import { createBenchDatabase } from './bench-db';
+import { wholeArg } from './args';
+import { createBenchDatabase, throwawayRoles } from './bench-db';
 import { say } from './capacity-db';
 import { outboxChunkSql, uuidv7 } from './capacity-sql';
 import { round } from './stats';
@@ -39,10 +39,9 @@ interface Options {
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
 
 async function main(options: Options): Promise<void> {
-  const secret = () => randomBytes(18).toString('base64url');
   const overrides: OutboxOptions = {
     database: { statementTimeoutMs: 3_600_000 },
-    roles: { cdcPassword: secret(), appPassword: secret(), monitorPassword: secret(), routerPassword: secret(), relayPassword: secret() },
+    roles: throwawayRoles(),
   };
   const db = await createBenchDatabase(overrides, `limit_checks_${Date.now().toString(36)}`);
   try {
@@ -112,17 +111,12 @@ async function main(options: Options): Promise<void> {
   }
 }
 
-const whole = (name: string, min: number) => (value: string) => {
-  const n = Number(value.replace(/_/g, ''));
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be a whole number of at least ${min}, got ${value}`);
-  return n;
-};
 
 new Command('limit-checks')
   .description("What the outbox's limit CHECK constraints cost per INSERT: bounded repetition against the current checks against none, side by side.")
-  .addOption(new Option('--rows <n>', 'rows per bulk INSERT … SELECT').default(200_000).argParser(whole('rows', 1_000)))
-  .addOption(new Option('--single <n>', 'single-row transactions per round').default(2_000).argParser(whole('single', 10)))
-  .addOption(new Option('--rounds <n>', 'measured rounds, after one of warm-up').default(5).argParser(whole('rounds', 1)))
+  .addOption(new Option('--rows <n>', 'rows per bulk INSERT … SELECT').default(200_000).argParser(wholeArg('rows', 1_000)))
+  .addOption(new Option('--single <n>', 'single-row transactions per round').default(2_000).argParser(wholeArg('single', 10)))
+  .addOption(new Option('--rounds <n>', 'measured rounds, after one of warm-up').default(5).argParser(wholeArg('rounds', 1)))
   .action(async (opts: Options) => main(opts))
   .parseAsync()
   .catch((error: unknown) => {
