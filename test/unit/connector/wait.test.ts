@@ -42,11 +42,15 @@ describe('waitForRunning', () => {
   });
 
   it('does not accept RUNNING before the tasks carry the new config', async () => {
-    const configs = [{ 'poll.interval.ms': '20' }];
-    const { client, polls } = fakeClient([status('RUNNING', { state: 'RUNNING' })], configs);
-    setTimeout(() => (configs[0] = { 'poll.interval.ms': '50' }), 30);
-    await waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 5, settleMs: 0, expectTaskConfig: { 'poll.interval.ms': '50', removed: null } });
-    expect(polls()).toBeGreaterThan(2);
+    // The tasks show the old config for their first three reads, then the new one: counted reads, not a
+    // timer, so a slow machine cannot change what the test sees (a 30 ms timer once fired before the third poll).
+    let reads = 0;
+    const client = {
+      status: async () => status('RUNNING', { state: 'RUNNING' }),
+      tasks: async () => [{ id: { task: 0 }, config: { 'poll.interval.ms': ++reads > 3 ? '50' : '20' } }],
+    } as unknown as ConnectClient;
+    await waitForRunning(client, 'c', { timeoutMs: 5_000, pollMs: 1, settleMs: 0, expectTaskConfig: { 'poll.interval.ms': '50', removed: null } });
+    expect(reads).toBe(4);
   });
 
   it('restarts the connector instance once when its status stays STOPPED while every task runs (a stale status), then sees RUNNING', async () => {
